@@ -1,0 +1,219 @@
+"""The exceptions of Py-Sandboxes, one tree.
+
+Every refusal is also the built-in exception the same failure would raise without a
+sandbox, so ``except FileNotFoundError`` or ``except ImportError`` fallbacks in existing
+code keep working, and ``except SandBoxError`` catches every one of ours::
+
+    RuntimeError
+    └── SandBoxError                        anything Py-Sandboxes raises
+        ├── ConfigSyntaxError               the rules cannot be used (every problem at once)
+        ├── RuleFileNotFoundError           + FileNotFoundError: path not exposed, or ignored
+        ├── RulePermissionError             + PermissionError: write to read-only, protected file
+        ├── RuleSocketConnectionRefusedError + ConnectionRefusedError: net= refused it
+        ├── RuleModuleNotFoundError         + ModuleNotFoundError: python-import= refused it
+        └── RuleApiPermissionError          + PermissionError: python-api= refused the call
+
+The names are those of the established implementation, so existing ``except`` clauses keep
+working. Every class pickles with its fields: refusals raised in a sandboxed child reach the
+caller intact. Messages say what was refused, by which rule (``file(line)``), and the exact
+line that would allow it.
+"""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+__all__ = [
+    "ConfigIssue",
+    "ConfigSyntaxError",
+    "RuleApiPermissionError",
+    "RuleFileNotFoundError",
+    "RuleModuleNotFoundError",
+    "RulePermissionError",
+    "RuleSocketConnectionRefusedError",
+    "SandBoxError",
+    "sandbox_denials",
+]
+
+
+class SandBoxError(RuntimeError):
+    """Base of every exception Py-Sandboxes raises.
+
+    Catch it to handle any refusal or configuration problem at once; catch the built-in
+    base of a subclass (``PermissionError``...) to treat a refusal like the ordinary failure.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigIssue:
+    """One problem found in the rules: where it is and what is wrong.
+
+    Attributes:
+        source: the rule file as shown to the user, or ``<arg>`` for command-line and API rules.
+        line: 1-based line number in ``source`` (0 when the problem has no single line).
+        message: what is wrong, naming the offending text.
+    """
+
+    source: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.source}({self.line})" if self.line else self.source
+        return f"{where}: {self.message}"
+
+
+class ConfigSyntaxError(SandBoxError):
+    """The rules cannot be used. Raised before anything runs.
+
+    ``errors`` holds every problem of every file, sorted by file and line, so one run
+    shows them all. Fix the lines named; nothing was started.
+    """
+
+    errors: tuple[ConfigIssue, ...]
+
+    def __init__(self, errors: Sequence[ConfigIssue]) -> None:
+        self.errors = tuple(sorted(errors, key=lambda e: (e.source, e.line)))
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        lines = ["Syntax error in config files."]
+        lines.extend(f"  {issue}" for issue in self.errors)
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self._render()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.errors,))
+
+
+class _Refusal(SandBoxError):
+    """Shared behaviour of the refusals: a fixed message, extra fields, pickling."""
+
+    message: str
+
+    def _setup(self, message: str, fields: dict[str, Any]) -> None:
+        self.message = message
+        for key, value in fields.items():
+            setattr(self, key, value)
+        self._fields = fields
+
+    def __str__(self) -> str:
+        # OSError subclasses would otherwise render "[Errno 2] ..." or the filename shutil
+        # sets; the rule message is what the user needs.
+        return self.message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild, (type(self), self.message, self._fields))
+
+
+def _rebuild(cls: type[_Refusal], message: str, fields: dict[str, Any]) -> _Refusal:
+    return cls(message, **fields)
+
+
+class RuleFileNotFoundError(_Refusal, FileNotFoundError):
+    """A path is not exposed by any rule, or is hidden by ``ignore=``: it looks absent.
+
+    Attributes:
+        path: the path as the program named it.
+        rule: the deciding rule (``ignore=...`` with its place), or ``None`` when no rule
+            exposes the path.
+    """
+
+    path: str
+    rule: str | None
+
+    def __init__(self, message: str, *, path: str = "", rule: str | None = None) -> None:
+        FileNotFoundError.__init__(self, errno.ENOENT, message)
+        self._setup(message, {"path": path, "rule": rule})
+
+
+class RulePermissionError(_Refusal, PermissionError):
+    """A path is visible but the access is not granted (write to ``expose-ro``, protected file).
+
+    Attributes:
+        path: the path as the program named it.
+        rule: the deciding rule with its place, or ``None``.
+    """
+
+    path: str
+    rule: str | None
+
+    def __init__(self, message: str, *, path: str = "", rule: str | None = None) -> None:
+        PermissionError.__init__(self, errno.EACCES, message)
+        self._setup(message, {"path": path, "rule": rule})
+
+
+class RuleSocketConnectionRefusedError(_Refusal, ConnectionRefusedError):
+    """A connection, bind, datagram or name resolution is refused by the ``net=`` rules.
+
+    Attributes:
+        address: the address judged, as ``host:port``.
+        rule: the deciding rule with its place, or ``None`` for the default deny.
+    """
+
+    address: str
+    rule: str | None
+
+    def __init__(self, message: str, *, address: str = "", rule: str | None = None) -> None:
+        ConnectionRefusedError.__init__(self, errno.ECONNREFUSED, message)
+        self._setup(message, {"address": address, "rule": rule})
+
+
+class RuleModuleNotFoundError(_Refusal, ModuleNotFoundError):
+    """An import is refused by the ``python-import=`` rules.
+
+    It is a ``ModuleNotFoundError``, so ``try: import x / except ImportError`` fallbacks in
+    libraries behave as if the module were not installed.
+    """
+
+    def __init__(self, message: str, *, name: str = "") -> None:
+        ModuleNotFoundError.__init__(self, message, name=name)
+        self._setup(message, {"name": name})
+
+
+class RuleApiPermissionError(_Refusal, PermissionError):
+    """A sensitive function is refused by the ``python-api=`` rules.
+
+    Attributes:
+        qualname: the function, e.g. ``os.system``.
+        category: its category, e.g. ``process-exec``.
+    """
+
+    qualname: str
+    category: str
+
+    def __init__(self, message: str, *, qualname: str = "", category: str = "") -> None:
+        PermissionError.__init__(self, errno.EPERM, message)
+        self._setup(message, {"qualname": qualname, "category": category})
+
+
+def _chain(exc: BaseException, seen: set[int]) -> Iterator[BaseException]:
+    if id(exc) in seen:
+        return
+    seen.add(id(exc))
+    yield exc
+    if isinstance(exc, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", exc)
+        for inner in group.exceptions:
+            yield from _chain(inner, seen)
+    for linked in (exc.__cause__, exc.__context__):
+        if linked is not None:
+            yield from _chain(linked, seen)
+
+
+def sandbox_denials(exc: BaseException) -> list[str]:
+    """List the sandbox refusals in an exception, its causes, contexts and groups.
+
+    Useful when a library wrapped a refusal in its own exception: the refusal is still
+    found. Each entry reads ``"<Class>: <message>"``.
+    """
+    return [
+        f"{type(found).__name__}: {found}"
+        for found in _chain(exc, set())
+        if isinstance(found, SandBoxError) and not isinstance(found, ConfigSyntaxError)
+    ]

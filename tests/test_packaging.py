@@ -1,0 +1,95 @@
+"""The two distributions move together and install the way users get them."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+import pysandboxes
+import python_sb
+
+
+def test_versions_move_together() -> None:
+    assert python_sb.__version__ == pysandboxes.__version__
+    assert metadata.version("pysandboxes") == pysandboxes.__version__
+    assert metadata.version("python-sb") == python_sb.__version__
+
+
+def test_python_sb_pins_exactly_its_own_pysandboxes(repo_root: Path) -> None:
+    requires = metadata.requires("python-sb") or []
+    pins = [r for r in requires if r.replace(" ", "").startswith("pysandboxes")]
+    assert pins == [f"pysandboxes=={pysandboxes.__version__}"]
+    # The source pyproject says the same thing (what the next wheel will carry).
+    project = tomllib.loads((repo_root / "packages/python-sb/pyproject.toml").read_text())
+    assert f"pysandboxes=={pysandboxes.__version__}" in project["project"]["dependencies"]
+
+
+def test_library_does_not_require_cli_dependencies() -> None:
+    requires = metadata.requires("pysandboxes") or []
+    names = {r.split(">")[0].split("=")[0].split(";")[0].strip().lower() for r in requires}
+    assert names == {"tomlkit"}
+
+
+def test_ipython_is_an_optional_extra_of_the_cli() -> None:
+    requires = metadata.requires("python-sb") or []
+    ipython = [r for r in requires if r.lower().startswith("ipython")]
+    assert ipython
+    assert all("extra ==" in r for r in ipython)
+
+
+def test_console_script_prints_all_versions(python_sb: str) -> None:
+    out = subprocess.run([python_sb, "--version"], capture_output=True, text=True, check=True)
+    python = sys.version.split()[0]
+    expected = (
+        f"python-sb {python_sb_version()} (pysandboxes {pysandboxes.__version__}, "
+        f"Python {python})\n"
+    )
+    assert out.stdout == expected
+    short = subprocess.run([python_sb, "-V"], capture_output=True, text=True, check=True)
+    assert short.stdout == expected
+
+
+def python_sb_version() -> str:
+    return python_sb.__version__
+
+
+def test_help_renders_through_typer(python_sb: str) -> None:
+    out = subprocess.run([python_sb, "--help"], capture_output=True, text=True, check=True)
+    assert "Usage: python-sb" in out.stdout
+    assert "--pysandboxes-config" in out.stdout
+    assert "--learn" in out.stdout
+
+
+def test_python_m_python_sb_is_the_same_command() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "python_sb", "--version"], capture_output=True, text=True
+    )
+    assert out.returncode == 0
+    assert out.stdout.startswith(f"python-sb {python_sb.__version__} ")
+
+
+def test_uvx_runs_the_built_wheels(wheels_dir: Path, tmp_path: Path) -> None:
+    uvx = shutil.which("uvx")
+    if uvx is None:
+        pytest.skip("uvx is not installed: run scripts/test, which installs uv")
+    cli = next(wheels_dir.glob("python_sb-*.whl"))
+    lib = next(wheels_dir.glob("pysandboxes-*.whl"))
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_TOOL_DIR": str(tmp_path / "tools")}
+    out = subprocess.run(
+        [uvx, "--python", sys.executable, "--from", str(cli), "--with", str(lib), "python-sb"]
+        + ["--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"python-sb {python_sb.__version__} (pysandboxes ")

@@ -1,0 +1,120 @@
+"""The public surface is declared once, in ``pysandboxes.__all__``, and pinned here."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from pathlib import Path
+
+import pytest
+
+import pysandboxes
+from pysandboxes import errors
+
+PUBLIC = [
+    "ConfigSyntaxError",
+    "RuleApiPermissionError",
+    "RuleFileNotFoundError",
+    "RuleModuleNotFoundError",
+    "RulePermissionError",
+    "RuleSocketConnectionRefusedError",
+    "SandBoxError",
+    "__version__",
+    "is_in_sandbox",
+    "sandbox_denials",
+]
+
+
+def test_all_is_pinned_and_sorted() -> None:
+    assert pysandboxes.__all__ == PUBLIC
+    assert sorted(pysandboxes.__all__) == pysandboxes.__all__
+
+
+def test_every_public_name_exists_and_lives_in_a_public_module() -> None:
+    for name in pysandboxes.__all__:
+        value = getattr(pysandboxes, name)
+        module = getattr(value, "__module__", "pysandboxes")
+        assert not any(part.startswith("_") for part in module.split(".")[1:]) or callable(value), (
+            f"{name} is defined in private module {module}"
+        )
+
+
+def test_exceptions_have_a_public_stable_module() -> None:
+    # Exceptions cross the RPC by pickle: their import path is part of the wire format.
+    for name in pysandboxes.__all__:
+        value = getattr(pysandboxes, name)
+        if isinstance(value, type) and issubclass(value, BaseException):
+            assert value.__module__ == "pysandboxes.errors"
+
+
+def test_tested_against_installed_wheel_not_source_tree() -> None:
+    installed = Path(pysandboxes.__file__).resolve()
+    assert "site-packages" in installed.parts, installed
+    assert not any(Path(p).name == "src" for p in sys.path if p)
+
+
+REFUSALS = [
+    errors.RuleFileNotFoundError("Access to '/x' must be accepted by a rule.", path="/x"),
+    errors.RulePermissionError("Cannot write to '/d/f'.", path="/d/f", rule="expose-ro=/d"),
+    errors.RuleSocketConnectionRefusedError("refused", address="127.0.0.1:9"),
+    errors.RuleModuleNotFoundError("Module named 'csv' is not allowed by a rule", name="csv"),
+    errors.RuleApiPermissionError("os.system() is denied", qualname="os.system", category="x"),
+    errors.ConfigSyntaxError([errors.ConfigIssue(".py-sandboxes", 3, "bad")]),
+]
+
+
+@pytest.mark.parametrize("exc", REFUSALS, ids=lambda e: type(e).__name__)
+def test_every_exception_pickles_with_its_fields(exc: BaseException) -> None:
+    back = pickle.loads(pickle.dumps(exc))
+    assert type(back) is type(exc)
+    assert str(back) == str(exc)
+    assert vars(back) == vars(exc)
+
+
+BUILTIN_TWIN = {
+    errors.RuleFileNotFoundError: FileNotFoundError,
+    errors.RulePermissionError: PermissionError,
+    errors.RuleSocketConnectionRefusedError: ConnectionRefusedError,
+    errors.RuleModuleNotFoundError: ModuleNotFoundError,
+    errors.RuleApiPermissionError: PermissionError,
+}
+
+
+@pytest.mark.parametrize("exc", REFUSALS[:-1], ids=lambda e: type(e).__name__)
+def test_refusals_are_also_the_builtin_failure(exc: BaseException) -> None:
+    assert isinstance(exc, errors.SandBoxError)
+    assert isinstance(exc, BUILTIN_TWIN[type(exc)])
+
+
+def test_refusal_message_survives_filename_set_by_shutil() -> None:
+    exc = errors.RuleFileNotFoundError("Access to '/x' must be accepted by a rule.", path="/x")
+    exc.filename = "/x"
+    assert str(exc) == "Access to '/x' must be accepted by a rule."
+    assert exc.errno == 2
+
+
+def test_config_error_lists_every_issue_sorted() -> None:
+    exc = errors.ConfigSyntaxError(
+        [errors.ConfigIssue("b", 2, "second"), errors.ConfigIssue("a", 9, "first")]
+    )
+    assert str(exc).splitlines() == [
+        "Syntax error in config files.",
+        "  a(9): first",
+        "  b(2): second",
+    ]
+
+
+def test_sandbox_denials_walks_causes_contexts_and_groups() -> None:
+    denial = errors.RulePermissionError("Cannot write to '/d'.", path="/d")
+    with pytest.raises(ExceptionGroup) as caught:
+        try:
+            raise denial
+        except PermissionError as exc:
+            raise ExceptionGroup("many", [ValueError("v"), RuntimeError("wrapped")]) from exc
+    found = pysandboxes.sandbox_denials(caught.value)
+    assert found == ["RulePermissionError: Cannot write to '/d'."]
+    assert pysandboxes.sandbox_denials(ValueError()) == []
+
+
+def test_not_in_sandbox_on_the_host() -> None:
+    assert pysandboxes.is_in_sandbox() is False
