@@ -1,0 +1,203 @@
+"""Verdict functions: a ``Policy`` compiled once into judges that answer in microseconds.
+
+Every later layer asks these and nothing else: the guards before an access, the learning
+enforcer to know what is missing, the kernel plan to know what to grant. A verdict names
+the deciding rule and, when a rule would allow the access, the exact line to add.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from ipaddress import IPv4Address, IPv6Address
+
+from . import netaddr
+from .globs import compile_ignore
+from .model import Access, ExposeRule, IgnoreRule, NetRule, Origin, Policy, Verdict
+from .registry import SENSITIVE_FUNCTIONS
+
+
+class FileJudge:
+    """Judges an absolute path and an access against ``expose-*``, ``ignore=``, protection.
+
+    The path must already be absolute and resolved (the guards resolve symlinks); the
+    judge itself does no I/O, so its answer depends on the rules alone.
+    """
+
+    def __init__(
+        self,
+        exposures: Iterable[ExposeRule],
+        ignores: Iterable[IgnoreRule],
+        protected: Iterable[str] = (),
+        protected_by: Origin | None = None,
+    ) -> None:
+        self._exposures = {rule.path: rule for rule in exposures}
+        self._ignore = compile_ignore(list(ignores))
+        self._protected = frozenset(os.path.normpath(p) for p in protected)
+        self._protected_parents = frozenset(
+            parent for path in self._protected for parent in _ancestors(path)
+        )
+        self._protected_by = protected_by
+
+    def exposure(self, path: str) -> ExposeRule | None:
+        """The most specific exposure covering the normalised absolute ``path``, if any."""
+        exposures = self._exposures
+        rule = exposures.get(path)
+        if rule is not None:
+            return rule
+        current = path
+        while current:
+            current = current[: current.rfind("/")]
+            rule = exposures.get(current or "/")
+            if rule is not None and rule.is_dir:
+                return rule
+        return None
+
+    def judge(self, path: str, access: Access) -> Verdict:
+        """The verdict for ``access`` to the absolute, resolved ``path``."""
+        path = os.path.normpath(path)
+        rule = self.exposure(path)
+        ignored = self._ignore(path, rule.path if rule is not None else None)
+        if ignored is not None:
+            return Verdict(False, ignored.origin, hidden=True)
+        if access.modifies and (
+            path in self._protected or (access is Access.DELETE and path in self._protected_parents)
+        ):
+            return Verdict(False, self._protected_by, hidden=False)
+        if rule is None:
+            key = "expose-rw" if access.modifies else "expose-ro"
+            return Verdict(False, None, hidden=True, fix=f"{key}={path}")
+        if access.modifies and not rule.writable:
+            return Verdict(False, rule.origin, hidden=False, fix=f"expose-rw={path}")
+        return Verdict(True, rule.origin)
+
+
+def _ancestors(path: str) -> Iterable[str]:
+    parent = os.path.dirname(path)
+    while parent != path:
+        yield parent
+        path, parent = parent, os.path.dirname(parent)
+
+
+class _NetIndex:
+    """The rules of one action, indexed for a lookup per distinct prefix length.
+
+    For each (protocol, direction, IP version, prefix length) present in the rules, a dict
+    maps the masked network to its rules: judging an address costs a handful of dict
+    lookups, not a scan of every rule.
+    """
+
+    def __init__(self, rules: Iterable[NetRule]) -> None:
+        self._buckets: dict[tuple[str, str, int], list[_Prefix]] = {}
+        for rule in rules:
+            for network in rule.networks:
+                version = network.version
+                for proto in rule.protos:
+                    for direction in rule.directions:
+                        prefixes = self._buckets.setdefault((proto, direction, version), [])
+                        prefix = next((p for p in prefixes if p.length == network.prefixlen), None)
+                        if prefix is None:
+                            prefix = _Prefix(network.prefixlen, int(network.netmask), {})
+                            prefixes.append(prefix)
+                        key = int(network.network_address)
+                        prefix.networks.setdefault(key, []).append(rule)
+
+    def find(
+        self, proto: str, direction: str, ip: IPv4Address | IPv6Address, port: int
+    ) -> NetRule | None:
+        prefixes = self._buckets.get((proto, direction, ip.version))
+        if not prefixes:
+            return None
+        value = int(ip)
+        for prefix in prefixes:
+            rules = prefix.networks.get(value & prefix.mask)
+            if rules:
+                for rule in rules:
+                    for low, high in rule.ports:
+                        if low <= port <= high:
+                            return rule
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class _Prefix:
+    length: int
+    mask: int
+    networks: dict[int, list[NetRule]]
+
+
+class NetJudge:
+    """Judges (protocol, address, port, direction) against the ``net=`` rules.
+
+    Any matching DENY wins over any ALLOW, whatever the widths; nothing matching is the
+    default deny.
+    """
+
+    def __init__(self, rules: Sequence[NetRule]) -> None:
+        self._deny = _NetIndex(r for r in rules if not r.allow)
+        self._allow = _NetIndex(r for r in rules if r.allow)
+
+    def judge(
+        self, proto: str, address: str | IPv4Address | IPv6Address, port: int, direction: str
+    ) -> Verdict:
+        """The verdict for one address; ``address`` may use any accepted spelling."""
+        parsed = netaddr.parse_address(address) if isinstance(address, str) else address
+        if parsed is None:
+            return Verdict(False, None, fix=None)
+        ip = netaddr.reached(parsed, outgoing=direction == "OUT")
+        rule = self._deny.find(proto, direction, ip, port) or self._allow.find(
+            proto, direction, ip, port
+        )
+        if rule is not None:
+            return Verdict(rule.allow, rule.origin)
+        return Verdict(False, None, fix=f"net=ALLOW|{proto}|{ip}|{port}|{direction}")
+
+
+class ImportJudge:
+    """Judges a module by its top-level name against ``python-import=``."""
+
+    def __init__(self, policy: Policy) -> None:
+        self._any = next((r.origin for r in policy.imports if r.any_module), None)
+        self._allowed: dict[str, Origin] = {}
+        for rule in policy.imports:
+            for module in rule.modules:
+                self._allowed.setdefault(module, rule.origin)
+
+    def judge(self, module: str) -> Verdict:
+        """The verdict for importing ``module`` (dotted names judged on the top level)."""
+        top = module.partition(".")[0]
+        origin = self._allowed.get(top) or self._any
+        if origin is not None:
+            return Verdict(True, origin)
+        return Verdict(False, None, fix=f"python-import={top}")
+
+
+class ApiJudge:
+    """Judges a sensitive function against ``python-api=``.
+
+    A function rule beats a category rule, which beats ``*``; at the same level DENY wins;
+    with no rule every registered function is refused. Unregistered names are allowed:
+    they are not sensitive.
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        self._levels: dict[str, tuple[bool, Origin]] = {}
+        for rule in policy.api:
+            for target in rule.targets:
+                known = self._levels.get(target)
+                if known is None or (known[0] and not rule.allow):
+                    self._levels[target] = (rule.allow, rule.origin)
+
+    def judge(self, qualname: str) -> Verdict:
+        """The verdict for calling ``qualname`` (e.g. ``os.system``)."""
+        category = SENSITIVE_FUNCTIONS.get(qualname)
+        if category is None:
+            return Verdict(True, None)
+        for target in (qualname, category, "*"):
+            decided = self._levels.get(target)
+            if decided is not None:
+                allow, origin = decided
+                fix = None if allow else f"python-api=ALLOW:{qualname}"
+                return Verdict(allow, origin, category=category, fix=fix)
+        return Verdict(False, None, category=category, fix=f"python-api=ALLOW:{qualname}")

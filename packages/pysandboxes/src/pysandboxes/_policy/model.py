@@ -1,0 +1,234 @@
+"""The policy as data: frozen dataclasses, no I/O.
+
+The parser builds a ``Policy`` from rule files; every later layer (guards, kernel plan,
+learning) reads it through the verdict functions of ``judge``. Each rule keeps its
+``Origin`` so that any refusal can name the line that decided it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from ipaddress import IPv4Network, IPv6Network
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+#: Display name of rules given on the command line or as API keywords.
+ARG_SOURCE = "<arg>"
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a rule comes from: the file as shown to the user, the line, its text.
+
+    Attributes:
+        source: the file, relative to the cwd when it is below it, or ``<arg>``.
+        line: 1-based line number (the position among the extra rules for ``<arg>``).
+        text: the rule as written, comments and surrounding spaces removed.
+        path: the absolute path of the file, ``None`` for ``<arg>``.
+    """
+
+    source: str
+    line: int
+    text: str
+    path: str | None = None
+
+    @property
+    def where(self) -> str:
+        """``file(line)``, the form every message uses."""
+        return f"{self.source}({self.line})"
+
+    def __str__(self) -> str:
+        return f"'{self.text}' from {self.where}"
+
+
+class Access(enum.Enum):
+    """What a program does to a path; each maps onto one kernel right."""
+
+    READ = "read"
+    WRITE = "write"
+    CREATE = "create"
+    DELETE = "delete"
+    EXECUTE = "execute"
+
+    @property
+    def modifies(self) -> bool:
+        """Whether the access needs a read-write exposure."""
+        return self in (Access.WRITE, Access.CREATE, Access.DELETE)
+
+
+@dataclass(frozen=True, slots=True)
+class ExposeRule:
+    """``expose-ro=`` / ``expose-rw=``: a directory tree or a single file made visible."""
+
+    path: str
+    writable: bool
+    is_dir: bool
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoreRule:
+    """``ignore=``: a gitignore-like pattern that hides paths even inside an exposure.
+
+    Attributes:
+        pattern: the pattern as written (``*``, ``?``, ``[...]``, ``**``).
+        base: the directory a pattern containing ``/`` is anchored to (the rule file's
+            directory, or the cwd for ``<arg>``); ``None`` for an absolute pattern or a
+            pattern without ``/`` that matches any path component.
+    """
+
+    pattern: str
+    base: str | None
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class EnvRule:
+    """``env=NAME=template``: a variable given to the sandbox; ``NAME`` may contain ``*``."""
+
+    name: str
+    template: str
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class UnenvRule:
+    """``unenv=NAME``: a variable (or ``*`` pattern) the sandbox never receives."""
+
+    pattern: str
+    origin: Origin
+
+
+IPNetwork = IPv4Network | IPv6Network
+
+
+@dataclass(frozen=True, slots=True)
+class NetRule:
+    """``net=ACTION|PROTO|NETWORK|PORTS|DIRECTION``.
+
+    Attributes:
+        allow: ``True`` for ALLOW, ``False`` for DENY.
+        protos: a subset of ``{"tcp", "udp"}``.
+        networks: the networks the rule covers (hostnames already resolved and pinned).
+        host: the hostname as written, ``None`` for an address or ``*``.
+        ports: inclusive ``(low, high)`` ranges; empty means no port at all.
+        directions: a subset of ``{"IN", "OUT"}``.
+    """
+
+    allow: bool
+    protos: frozenset[str]
+    networks: tuple[IPNetwork, ...]
+    host: str | None
+    ports: tuple[tuple[int, int], ...]
+    directions: frozenset[str]
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class ImportRule:
+    """``python-import=``: top-level modules the program may import (``*``: any)."""
+
+    modules: frozenset[str]
+    any_module: bool
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRule:
+    """``python-api=ALLOW:...`` / ``DENY:...``: categories, functions or ``*``."""
+
+    allow: bool
+    targets: tuple[str, ...]
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class EvalRule:
+    """One ``eval-*`` line, validated; enforced by the eval guard.
+
+    Attributes:
+        key: the key without ``eval-`` and profile (``syntax``, ``timeout``...).
+        profile: the profile name, ``""`` for the default one.
+        deny: the line starts with ``DENY:`` (list keys only).
+        values: the listed names (list keys), or the one normalised value (scalar keys:
+            seconds for ``timeout``, bytes for ``max-alloc``, an int otherwise, the mode
+            name for ``namespace``).
+    """
+
+    key: str
+    profile: str
+    deny: bool
+    values: tuple[str | int | float, ...]
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class ProviderOption:
+    """``<provider>.<option>=value`` for a kernel provider we ship."""
+
+    provider: str
+    option: str
+    value: str
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class Setting(Generic[T]):
+    """A single-valued key with the line that set it."""
+
+    value: T
+    origin: Origin
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Everything the rules say, merged from the command line, the file and its includes.
+
+    Attributes:
+        rule_files: every rule file consulted, the main one first, including includes that
+            do not exist yet (creating one would change the rules, so all are protected).
+        pins: hostnames of ``net=`` rules with the addresses they resolved to at parse time.
+        warnings: problems that do not stop the run, shown to the user.
+    """
+
+    expose: tuple[ExposeRule, ...] = ()
+    ignore: tuple[IgnoreRule, ...] = ()
+    env: tuple[EnvRule, ...] = ()
+    unenv: tuple[UnenvRule, ...] = ()
+    net: tuple[NetRule, ...] = ()
+    imports: tuple[ImportRule, ...] = ()
+    api: tuple[ApiRule, ...] = ()
+    eval: tuple[EvalRule, ...] = ()
+    provider_options: tuple[ProviderOption, ...] = ()
+    py_sandbox: Setting[bool] | None = None
+    os_sandbox: Setting[str] | None = None
+    remote_result_mode: Setting[str] | None = None
+    remote_result_guard: Setting[bool] | None = None
+    learn: Setting[str] | None = None
+    learn_lock: Origin | None = None
+    rule_files: tuple[str, ...] = ()
+    pins: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The answer of a verdict function.
+
+    Attributes:
+        allowed: whether the access may happen.
+        rule: the deciding rule; ``None`` when nothing matched (default deny) or for an
+            implicit grant.
+        hidden: for paths, whether a refusal must look like absence (not exposed, ignored)
+            rather than a permission error.
+        category: for sensitive functions, the registry category.
+        fix: the exact rule line that would allow the access, when one would.
+    """
+
+    allowed: bool
+    rule: Origin | None = None
+    hidden: bool = False
+    category: str | None = None
+    fix: str | None = None

@@ -1,0 +1,145 @@
+"""``net=ACTION|PROTO|NETWORK|PORTS|DIRECTION`` lines and the hostnames they pin.
+
+A hostname in a rule is resolved once, when the rules are read, and the addresses are
+kept: the sandbox answers name lookups for it with exactly those addresses (DNS pinning),
+so a later change of the name's records cannot widen what the rule allows.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+from . import netaddr
+from .lines import Sink
+from .model import NetRule, Origin
+
+#: Resolves a hostname to its addresses; raises ``OSError`` when it cannot.
+Resolver = Callable[[str], list[str]]
+
+FORMAT = "net=ACTION|PROTO|NETWORK|PORTS|DIRECTION"
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_-]{1,63})*\.?")
+_BUILTIN_HOSTS = {
+    "localhost": ["127.0.0.1", "::1"],
+    "ip6-localhost": ["::1"],
+    "ip6-loopback": ["::1"],
+}
+_RETRY_DELAYS = (0.2, 0.4)
+
+
+def system_resolver(host: str) -> list[str]:
+    """Resolve with the system resolver (``/etc/hosts`` first), retrying transient errors."""
+    for delay in (*_RETRY_DELAYS, None):
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except socket.gaierror as exc:
+            if exc.errno in (socket.EAI_AGAIN, socket.EAI_SYSTEM) and delay is not None:
+                time.sleep(delay)
+                continue
+            if host.lower() in _BUILTIN_HOSTS:
+                return list(_BUILTIN_HOSTS[host.lower()])
+            raise
+        return list(dict.fromkeys(str(info[4][0]).split("%")[0] for info in infos))
+    raise OSError(f"cannot resolve {host}")  # pragma: no cover - the loop always returns
+
+
+def parse_net(sink: Sink, origin: Origin, value: str, resolve: Resolver) -> None:
+    """Validate one ``net=`` value and add the ``NetRule`` (and its pin) to ``sink``."""
+    fields = value.split("|")
+    if len(fields) != 5:
+        sink.issue(origin, f"'{origin.text}': expected {FORMAT} (5 fields, found {len(fields)})")
+        return
+    action, proto, network, ports_text, direction = (f.strip() for f in fields)
+    problems: list[str] = []
+    if action not in ("ALLOW", "DENY"):
+        problems.append(f"action '{action}' must be ALLOW or DENY")
+    protos = _protos(proto, problems)
+    ports = netaddr.parse_ports(ports_text)
+    if ports is None:
+        problems.append(f"invalid port list '{ports_text}' (use *, N, A-B, A- or a comma list)")
+    elif not ports:
+        sink.warn(origin, f"'{origin.text}' names no port: it matches nothing")
+    directions = _directions(direction, problems)
+    for problem in problems:
+        sink.issue(origin, f"'{origin.text}': {problem}")
+    if problems or ports is None:
+        return
+    allow = action == "ALLOW"
+    host: str | None = None
+    if network == "*":
+        networks = netaddr.EVERYWHERE
+    else:
+        parsed = netaddr.parse_network(network)
+        if parsed is not None:
+            networks = (parsed,)
+        elif "/" not in network and _HOSTNAME.fullmatch(network):
+            host = network.lower().rstrip(".")
+            resolved = _resolve(sink, origin, host, allow, resolve)
+            if resolved is None:
+                return
+            networks = resolved
+        else:
+            sink.issue(origin, f"'{origin.text}': '{network}' is not an address, network or name")
+            return
+    sink.add("net", NetRule(allow, protos, networks, host, ports, directions, origin))
+
+
+def _protos(text: str, problems: list[str]) -> frozenset[str]:
+    items = [p.strip().lower() for p in text.split(",")]
+    if items in (["*"], ["any"]):
+        return frozenset({"tcp", "udp"})
+    if "*" in items or "any" in items:
+        problems.append(f"protocol '{text}': a wildcard stands alone")
+    bad = [p for p in items if p not in ("tcp", "udp", "*", "any")]
+    if bad:
+        problems.append(f"unknown protocol '{bad[0]}' (use tcp, udp or *)")
+    return frozenset(p for p in items if p in ("tcp", "udp"))
+
+
+def _directions(text: str, problems: list[str]) -> frozenset[str]:
+    items = [d.strip() for d in text.split(",")]
+    if items == ["*"]:
+        return frozenset({"IN", "OUT"})
+    if any(d not in ("IN", "OUT") for d in items):
+        problems.append(f"direction '{text}' must be IN, OUT, IN,OUT or *")
+    return frozenset(d for d in items if d in ("IN", "OUT"))
+
+
+def _resolve(
+    sink: Sink, origin: Origin, host: str, allow: bool, resolve: Resolver
+) -> tuple[netaddr.IPNetwork, ...] | None:
+    try:
+        addresses = resolve(host)
+    except (OSError, UnicodeError) as exc:
+        addresses = []
+        reason = str(exc) or type(exc).__name__
+    else:
+        reason = "no address"
+    networks: list[netaddr.IPNetwork] = []
+    for text in addresses:
+        network = netaddr.parse_network(text)
+        if network is not None and network not in networks:
+            networks.append(network)
+    if networks:
+        sink.add("pins", (host, tuple(str(n.network_address) for n in networks)))
+        return tuple(networks)
+    if allow:
+        sink.warn(origin, f"'{host}' does not resolve ({reason}): the rule allows nothing")
+    else:
+        # A DENY that silently matched nothing would open what it was meant to close.
+        sink.issue(origin, f"'{origin.text}': '{host}' does not resolve ({reason})")
+    return None
+
+
+def merge_pins(
+    pins: Iterable[tuple[str, tuple[str, ...]]],
+) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """Each pinned hostname once, its addresses merged in order."""
+    merged: dict[str, list[str]] = {}
+    for host, addresses in pins:
+        known = merged.setdefault(host, [])
+        known.extend(a for a in addresses if a not in known)
+    for host, addresses in merged.items():
+        yield host, tuple(addresses)

@@ -1,0 +1,455 @@
+"""Rule lines → ``Policy``: every key validated, every problem reported at once.
+
+``parse_policy`` is the entry point. It never raises anything but ``ConfigSyntaxError``
+for a bad configuration, whatever the input: each family validates its own values and
+adds a ``ConfigIssue`` naming the offending text; the issues of every file are raised
+together at the end.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
+
+from . import evalkeys, netrules
+from .expand import ExpansionError, check, expand
+from .lines import LineReader, RawRule
+from .model import (
+    ARG_SOURCE,
+    ApiRule,
+    EnvRule,
+    EvalRule,
+    ExposeRule,
+    IgnoreRule,
+    ImportRule,
+    NetRule,
+    Origin,
+    Policy,
+    ProviderOption,
+    Setting,
+    UnenvRule,
+)
+from .registry import CATEGORIES, SENSITIVE_FUNCTIONS
+
+#: Kernel providers we ship, as ``os-sandbox=`` takes them.
+PROVIDERS = ("landlock", "unshare", "bwrap", "subprocess", "none")
+#: Options of each provider, as ``<provider>.<option>=``; values are checked by the provider.
+PROVIDER_OPTIONS: Mapping[str, tuple[str, ...]] = {
+    "bwrap": ("share-net", "unshare-net", "hostname"),
+    "unshare": ("proc",),
+    "landlock": (),
+    "subprocess": (),
+    "none": (),
+}
+#: Providers of the established implementation we do not ship: their options are ignored.
+FOREIGN_PROVIDERS = ("qemu", "firejail")
+SINGLE_KEYS = (
+    "os-sandbox",
+    "py-sandbox",
+    "learn",
+    "remote-result-mode",
+    "remote-result-guard",
+    "port",
+)
+LIST_KEYS = ("env", "unenv", "expose-ro", "expose-rw", "ignore", "net", "python-import")
+KNOWN_KEYS = (*SINGLE_KEYS, *LIST_KEYS, "python-api", "include", "include-platform")
+_TRUE = ("true", "1", "on", "yes", "")
+_FALSE = ("false", "0", "off", "no", "none")
+_ENV_NAME = re.compile(r"[^=\0]+")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RESULT_MODES = {
+    "values": "values",
+    "data-only": "values",
+    "data_only": "values",
+    "default": "values",
+    "objects": "objects",
+}
+DEFAULT_RULE_FILE = ".py-sandboxes"
+
+
+@dataclass
+class _Builder:
+    """Accumulates rules and issues while the lines are read."""
+
+    cwd: str
+    env: Mapping[str, str]
+    resolve_host: netrules.Resolver
+    issues: list[ConfigIssue] = field(default_factory=lambda: [])
+    warnings: list[str] = field(default_factory=lambda: [])
+    lists: dict[str, list[Any]] = field(default_factory=lambda: {})
+    singles: dict[str, list[tuple[Any, Origin]]] = field(default_factory=lambda: {})
+    lock: Origin | None = None
+    extra: list[Origin] = field(default_factory=lambda: [])
+
+    def issue(self, origin: Origin, message: str) -> None:
+        self.issues.append(ConfigIssue(origin.source, origin.line, message))
+
+    def warn(self, origin: Origin, message: str) -> None:
+        self.warnings.append(f"{origin.where}: {message}")
+
+    def add(self, family: str, item: object) -> None:
+        self.lists.setdefault(family, []).append(item)
+
+    def expanded(self, rule: RawRule) -> str | None:
+        try:
+            return expand(rule.value, self.env)
+        except ExpansionError as exc:
+            self.issue(rule.origin, f"in '{rule.origin.text}': {exc}")
+            return None
+
+
+def parse_policy(
+    main: str | None,
+    *,
+    extra_rules: Sequence[str] = (),
+    cwd: str | None = None,
+    env: Mapping[str, str] | None = None,
+    platform: str = sys.platform,
+    resolve_host: netrules.Resolver | None = None,
+) -> Policy:
+    """Read the rules: ``extra_rules`` (command line, API) first, then ``main`` and includes.
+
+    Args:
+        main: the rule file (or a ``pyproject.toml``), or ``None`` for extra rules only.
+        extra_rules: ``key=value`` lines given outside any file, shown as ``<arg>``.
+        cwd: the directory ``<arg>`` paths resolve against; the process cwd by default.
+        env: the host environment for ``${VAR}``; ``os.environ`` by default.
+        platform: the platform name ``include-platform=`` compares with.
+        resolve_host: resolves a ``net=`` hostname to addresses (pinned for the sandbox).
+
+    Raises:
+        ConfigSyntaxError: with every problem of every file, sorted by file and line.
+    """
+    cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    host_env = os.environ if env is None else env
+    reader = LineReader(cwd, host_env, platform, _pyproject_rule_lines)
+    builder = _Builder(cwd, host_env, resolve_host or netrules.system_resolver)
+    raw = list(reader.extra(list(extra_rules)))
+    if main is not None:
+        raw.extend(reader.file(main))
+    for rule in raw:
+        _dispatch(builder, rule)
+    builder.issues.extend(reader.issues)
+    policy = _assemble(builder, reader.files)
+    if builder.issues:
+        raise ConfigSyntaxError(builder.issues)
+    return policy
+
+
+def _pyproject_rule_lines(text: str) -> list[tuple[int, str]] | None:
+    # Imported here: tomlkit is only needed when the rules live in pyproject.toml.
+    from .writer import pyproject_rule_lines
+
+    return pyproject_rule_lines(text)
+
+
+def _dispatch(builder: _Builder, rule: RawRule) -> None:
+    key = rule.key
+    if key in SINGLE_KEYS:
+        _single(builder, rule)
+    elif key in ("env", "unenv"):
+        _env(builder, rule)
+    elif key in ("expose-ro", "expose-rw"):
+        _expose(builder, rule)
+    elif key == "ignore":
+        _ignore(builder, rule)
+    elif key == "net":
+        value = builder.expanded(rule)
+        if value is not None:
+            netrules.parse_net(builder, rule.origin, value, builder.resolve_host)
+    elif key == "python-import":
+        _imports(builder, rule)
+    elif key == "python-api":
+        _api(builder, rule)
+    elif key.startswith("eval-"):
+        value = builder.expanded(rule)
+        if value is not None:
+            evalkeys.parse_eval(builder, rule.origin, key, value)
+    elif "." in key:
+        _provider_option(builder, rule)
+    else:
+        _unknown(builder, rule)
+    if rule.origin.source == ARG_SOURCE and key != "learn":
+        builder.extra.append(rule.origin)
+
+
+def _unknown(builder: _Builder, rule: RawRule) -> None:
+    key = rule.key
+    hint = ""
+    stripped = key.strip()
+    if stripped != key:
+        hint = f" (no spaces around '=': write '{stripped}=...')"
+    else:
+        close = difflib.get_close_matches(key.lower(), KNOWN_KEYS, n=1, cutoff=0.6)
+        if close:
+            hint = f": did you mean '{close[0]}'?"
+    builder.issue(rule.origin, f"unknown key '{key}' in '{rule.origin.text}'{hint}")
+
+
+def _truthy(builder: _Builder, rule: RawRule, value: str) -> bool | None:
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    builder.issue(rule.origin, f"'{rule.key}={value}': expected true or false")
+    return None
+
+
+def _single(builder: _Builder, rule: RawRule) -> None:
+    value = builder.expanded(rule)
+    if value is None:
+        return
+    key, origin = rule.key, rule.origin
+    parsed: object = None
+    if key == "learn":
+        if value.lower() == "false":
+            if origin.source == ARG_SOURCE:
+                builder.issue(origin, "learn=false locks the rules: write it in a rule file")
+            elif builder.lock is None:
+                builder.lock = origin
+            return
+        parsed = _learn_path(builder, rule, value)
+    elif key == "os-sandbox":
+        parsed = value.lower()
+        if parsed not in PROVIDERS:
+            close = difflib.get_close_matches(str(parsed), PROVIDERS, n=1)
+            hint = f" Did you mean '{close[0]}'?" if close else ""
+            builder.issue(
+                origin, f"os-sandbox '{value}' is unknown: use one of {', '.join(PROVIDERS)}.{hint}"
+            )
+            return
+    elif key in ("py-sandbox", "remote-result-guard"):
+        parsed = _truthy(builder, rule, value)
+    elif key == "remote-result-mode":
+        parsed = _RESULT_MODES.get(value.lower())
+        if parsed is None:
+            builder.issue(origin, f"'{origin.text}': expected values (the default) or objects")
+    elif key == "port":
+        if not value.isdigit():
+            builder.issue(origin, f"'{origin.text}': the port must be a number ≥ 0")
+        else:
+            builder.warn(origin, "port= has no effect: the sandbox talks over a socket pair")
+        return
+    if parsed is not None:
+        builder.singles.setdefault(key, []).append((parsed, origin))
+
+
+def _learn_path(builder: _Builder, rule: RawRule, value: str) -> str | None:
+    if value.lower() in ("true", "0", "1", "yes", "no", "on", "off"):
+        builder.issue(rule.origin, f"'{rule.origin.text}': learn= takes the file to write")
+        return None
+    path = os.path.normpath(os.path.join(rule.base, os.path.expanduser(value or DEFAULT_RULE_FILE)))
+    if not os.path.isdir(os.path.dirname(path)):
+        builder.issue(rule.origin, f"'{rule.origin.text}': the directory of '{path}' must exist")
+        return None
+    return path
+
+
+def _env(builder: _Builder, rule: RawRule) -> None:
+    origin, value = rule.origin, rule.value
+    if rule.key == "unenv":
+        if not value or "=" in value:
+            builder.issue(origin, f"'{origin.text}': expected unenv=NAME or unenv=PATTERN*")
+        else:
+            builder.add("unenv", UnenvRule(value, origin))
+        return
+    name, equal, template = value.partition("=")
+    name = name.strip()
+    if not equal:
+        builder.issue(origin, f"missing '=' in '{origin.text}': expected env=NAME=value")
+        return
+    if not _ENV_NAME.fullmatch(name):
+        builder.issue(origin, f"'{origin.text}': the variable name is empty or invalid")
+        return
+    try:
+        check(template)
+    except ExpansionError as exc:
+        builder.issue(origin, f"in '{origin.text}': {exc}")
+        return
+    builder.add("env", EnvRule(name, template, origin))
+
+
+def _expose(builder: _Builder, rule: RawRule) -> None:
+    origin = rule.origin
+    value = builder.expanded(rule)
+    if value is None:
+        return
+    if not value:
+        builder.issue(origin, f"'{origin.text}': the path is empty")
+        return
+    expanded = os.path.expanduser(value)
+    if expanded.startswith("~"):
+        builder.issue(origin, f"'{origin.text}': cannot expand '~': no home directory")
+        return
+    path = os.path.realpath(os.path.join(rule.base, expanded))
+    if not os.path.exists(path):
+        builder.issue(origin, f"'{origin.text}': '{path}' does not exist")
+        return
+    builder.add("expose", ExposeRule(path, rule.key == "expose-rw", os.path.isdir(path), origin))
+
+
+def _ignore(builder: _Builder, rule: RawRule) -> None:
+    origin = rule.origin
+    value = builder.expanded(rule)
+    if value is None:
+        return
+    pattern = os.path.expanduser(value).rstrip("/") if value not in ("", "/") else value
+    if not pattern or pattern == "/":
+        builder.issue(origin, f"'{origin.text}': the pattern is empty")
+        return
+    if pattern.startswith("/"):
+        base = None
+    elif "/" in pattern:
+        base = rule.base
+    else:
+        base = None
+    builder.add("ignore", IgnoreRule(pattern, base, origin))
+
+
+def _imports(builder: _Builder, rule: RawRule) -> None:
+    origin = rule.origin
+    names = [n.strip() for n in rule.value.split(",")]
+    if "*" in names:
+        builder.add("imports", ImportRule(frozenset(), True, origin))
+        return
+    modules: set[str] = set()
+    for name in names:
+        if not name:
+            builder.issue(origin, f"'{origin.text}': empty module name")
+        elif all(_MODULE.fullmatch(part) for part in name.split(".")):
+            if "." in name:
+                top = name.split(".")[0]
+                builder.warn(
+                    origin, f"'{name}' is judged as its top-level module: write '{top}' instead"
+                )
+            modules.add(name.split(".")[0])
+        else:
+            builder.issue(origin, f"'{origin.text}': '{name}' is not a module name")
+    builder.add("imports", ImportRule(frozenset(modules), False, origin))
+
+
+def _api(builder: _Builder, rule: RawRule) -> None:
+    origin = rule.origin
+    action, colon, rest = rule.value.partition(":")
+    if not colon or action not in ("ALLOW", "DENY"):
+        builder.issue(origin, f"'{origin.text}': expected python-api=ALLOW:targets or DENY:targets")
+        return
+    targets: list[str] = []
+    for target in (t.strip() for t in rest.split(",")):
+        if target in ("ALLOW", "DENY") or target.startswith(("ALLOW:", "DENY:")):
+            builder.issue(origin, f"'{origin.text}': one action per line: do not mix them")
+        elif not target:
+            builder.issue(origin, f"'{origin.text}': empty target")
+        elif target == "*" or target in CATEGORIES or target in SENSITIVE_FUNCTIONS:
+            targets.append(target)
+        else:
+            builder.issue(origin, _unknown_target(target))
+    builder.add("api", ApiRule(action == "ALLOW", tuple(targets), origin))
+
+
+def _unknown_target(target: str) -> str:
+    if "." not in target:
+        return f"unknown category '{target}': expected one of {', '.join(CATEGORIES)}"
+    close = difflib.get_close_matches(target, list(SENSITIVE_FUNCTIONS), n=1)
+    hint = f": did you mean '{close[0]}'?" if close else ""
+    return f"'{target}' is not a registered sensitive function{hint}"
+
+
+def _provider_option(builder: _Builder, rule: RawRule) -> None:
+    provider, _, option = rule.key.partition(".")
+    origin = rule.origin
+    if provider in FOREIGN_PROVIDERS:
+        builder.warn(origin, f"'{rule.key}' is ignored: the {provider} provider is not shipped")
+        return
+    options = PROVIDER_OPTIONS.get(provider)
+    if options is None:
+        close = difflib.get_close_matches(provider, PROVIDERS, n=1)
+        hint = f": did you mean '{close[0]}.{option}'?" if close else ""
+        builder.issue(origin, f"unknown provider '{provider}' in '{origin.text}'{hint}")
+        return
+    if option not in options:
+        close = difflib.get_close_matches(option, options, n=1)
+        known = ", ".join(options) or "none"
+        hint = f" Did you mean '{provider}.{close[0]}'?" if close else ""
+        builder.issue(origin, f"unknown option '{rule.key}' (known: {known}).{hint}")
+        return
+    value = builder.expanded(rule)
+    if value is not None:
+        builder.add("provider", ProviderOption(provider, option, value, origin))
+
+
+def _assemble(builder: _Builder, files: Iterable[str]) -> Policy:
+    singles = {key: _one(builder, key, values) for key, values in builder.singles.items()}
+    if builder.lock is not None:
+        lock = builder.lock
+        for origin in builder.extra:
+            builder.issue(
+                lock, f"'learn=false' locks the rules: the command line cannot add '{origin.text}'"
+            )
+        learn = singles.get("learn")
+        if learn is not None:
+            builder.issue(
+                lock, f"learning is locked by learn=false, but requested by {learn.origin}"
+            )
+    lists = builder.lists
+    expose = _merge_exposures(builder, lists.get("expose", []))
+    net: list[NetRule] = lists.get("net", [])
+    evals: list[EvalRule] = lists.get("eval", [])
+    api: list[ApiRule] = lists.get("api", [])
+    evalkeys.check_dynamic_code_grant(builder, evals, api)
+    return Policy(
+        expose=tuple(expose),
+        ignore=tuple(lists.get("ignore", [])),
+        env=tuple(lists.get("env", [])),
+        unenv=tuple(lists.get("unenv", [])),
+        net=tuple(net),
+        imports=tuple(lists.get("imports", [])),
+        api=tuple(api),
+        eval=tuple(evals),
+        provider_options=tuple(lists.get("provider", [])),
+        py_sandbox=singles.get("py-sandbox"),
+        os_sandbox=singles.get("os-sandbox"),
+        remote_result_mode=singles.get("remote-result-mode"),
+        remote_result_guard=singles.get("remote-result-guard"),
+        learn=singles.get("learn"),
+        learn_lock=builder.lock,
+        rule_files=tuple(files),
+        pins=tuple(sorted(netrules.merge_pins(lists.get("pins", [])))),
+        warnings=tuple(builder.warnings),
+    )
+
+
+def _one(builder: _Builder, key: str, values: list[tuple[Any, Origin]]) -> Setting[Any] | None:
+    """A single-valued key: a command-line value wins; in files it may appear once."""
+    given = [v for v in values if v[1].source == ARG_SOURCE]
+    if given:
+        value, origin = given[-1]
+        return Setting(value, origin)
+    if len(values) > 1:
+        places = ", ".join(o.where for _, o in values[:-1]) + f" and {values[-1][1].where}"
+        builder.issue(values[-1][1], f"{key} is set more than once ({places}): keep one")
+    value, origin = values[0]
+    return Setting(value, origin)
+
+
+def _merge_exposures(builder: _Builder, rules: list[ExposeRule]) -> list[ExposeRule]:
+    by_path: dict[str, ExposeRule] = {}
+    for rule in rules:
+        seen = by_path.get(rule.path)
+        if seen is None:
+            by_path[rule.path] = rule
+        elif seen.writable != rule.writable:
+            builder.issue(
+                rule.origin,
+                f"'{rule.origin.text}' contradicts {seen.origin}: '{rule.path}' cannot be "
+                "both read-only and read-write",
+            )
+    return list(by_path.values())
