@@ -56,20 +56,28 @@ def main() -> None:
         imports = ImportJudge(policy)
         api = ApiJudge(policy)
         deep = str(root / "dir42" / "sub" / "a" / "b" / "c" / "file.txt")
+
+        def path_deep() -> object:
+            return files.judge(deep, Access.READ)
+
+        def path_hidden() -> object:
+            return files.judge("/etc/passwd", Access.READ)
+
+        def net_verdict() -> object:
+            return net.judge("tcp", "10.79.3.4", 443, "OUT")
+
         rows = [
             ("parse a 500-line rule file", best(parse, 20), 20e-3),
-            ("path verdict (7 levels deep)", best(lambda: files.judge(deep, Access.READ), 20000), 5e-6),
-            ("path verdict, not exposed", best(lambda: files.judge("/etc/passwd", Access.READ), 20000), 5e-6),
-            ("net verdict (100 rules)", best(lambda: net.judge("tcp", "10.79.3.4", 443, "OUT"), 20000), 5e-6),
+            ("path verdict (7 levels deep)", best(path_deep, 20000), 5e-6),
+            ("path verdict, not exposed", best(path_hidden, 20000), 5e-6),
+            ("net verdict (100 rules)", best(net_verdict, 20000), 5e-6),
             ("import verdict", best(lambda: imports.judge("pkg77.sub"), 50000), 5e-6),
             ("api verdict", best(lambda: api.judge("os.system"), 50000), 5e-6),
         ]
     width = max(len(r[0]) for r in rows)
     print(f"{'measure':<{width}}  {'time':>10}  {'target':>10}  {'ratio':>6}")
     for name, seconds, target in rows:
-        print(
-            f"{name:<{width}}  {_fmt(seconds):>10}  {_fmt(target):>10}  {seconds / target:>6.2f}"
-        )
+        print(f"{name:<{width}}  {_fmt(seconds):>10}  {_fmt(target):>10}  {seconds / target:>6.2f}")
 
 
 def _fmt(seconds: float) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Parse
 
+from conftest import Parse
 from pysandboxes import ConfigSyntaxError
 from pysandboxes._policy.envres import resolve_env
 
@@ -29,7 +29,10 @@ ENV_CASES = [
     ("env=ABSENT=${EMPTY}", {}),
     ("env=D=${NOPE:-fallback}", {"D": "fallback"}),
     ("env=X_*=set-${X_*}", {"X_A": "set-1", "X_B": "set-2"}),
-    ("env=*_API_KEY=${*_API_KEY}", {"OPENAI_API_KEY": "sk-openai", "ANTHROPIC_API_KEY": "sk-anthropic"}),
+    (
+        "env=*_API_KEY=${*_API_KEY}",
+        {"OPENAI_API_KEY": "sk-openai", "ANTHROPIC_API_KEY": "sk-anthropic"},
+    ),
     ("env=*_KEY=fixed", {"OPENAI_API_KEY": "fixed", "ANTHROPIC_API_KEY": "fixed"}),
     # an exact name beats any pattern, whatever the order
     (
@@ -37,7 +40,10 @@ ENV_CASES = [
         {"OPENAI_API_KEY": "override", "ANTHROPIC_API_KEY": "sk-anthropic"},
     ),
     # the pattern with more fixed characters wins
-    ("env=*_KEY=short\nenv=*_API_KEY=long", {"OPENAI_API_KEY": "long", "ANTHROPIC_API_KEY": "long"}),
+    (
+        "env=*_KEY=short\nenv=*_API_KEY=long",
+        {"OPENAI_API_KEY": "long", "ANTHROPIC_API_KEY": "long"},
+    ),
     # unenv wins over everything, wherever the line is
     ("unenv=OPENAI_API_KEY\nenv=*_API_KEY=${*_API_KEY}", {"ANTHROPIC_API_KEY": "sk-anthropic"}),
     ("env=H=${HOME}\nunenv=H", {}),

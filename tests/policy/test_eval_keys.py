@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import Parse
 
+from conftest import Parse
 from pysandboxes import ConfigSyntaxError
 
 

@@ -6,11 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Parse
 
+from conftest import Parse
 from pysandboxes import ConfigSyntaxError
-from pysandboxes._policy.model import Access
 from pysandboxes._policy.judge import FileJudge
+from pysandboxes._policy.model import Access
 
 
 def errors_of(parse: Parse, text: str, **kwargs: object) -> list[str]:
@@ -97,7 +97,7 @@ def test_variables_expand_with_nested_defaults(parse: Parse, tmp_path: Path) -> 
 
 
 def test_malformed_reference_is_a_config_error_everywhere(parse: Parse) -> None:
-    found = errors_of(parse, "env=X=${A:B}\nexpose-ro=${A:B}\ninclude \"${A:B}\"\n")
+    found = errors_of(parse, 'env=X=${A:B}\nexpose-ro=${A:B}\ninclude "${A:B}"\n')
     assert len(found) == 3
     assert all("invalid variable reference '${A:B}'" in f for f in found)
 
@@ -114,7 +114,6 @@ def test_expanded_value_is_not_expanded_again(parse: Parse, tmp_path: Path) -> N
 def test_relative_paths_resolve_against_the_rule_file(tmp_path: Path) -> None:
     """Deliberate difference: the reference resolved them against the cwd."""
     from conftest import fake_resolver
-
     from pysandboxes._policy.parser import parse_policy
 
     project = tmp_path / "project"
@@ -221,7 +220,7 @@ def test_include_platform(parse: Parse, tmp_path: Path) -> None:
 def test_include_needs_quotes_and_readable_file(parse: Parse, tmp_path: Path) -> None:
     (tmp_path / "dir.profile").mkdir()
     found = errors_of(parse, 'include foo.profile\ninclude "dir.profile"\n')
-    assert "expected include \"path\"" in found[0]
+    assert 'expected include "path"' in found[0]
     assert "is a directory" in found[1]
 
 
@@ -302,3 +301,57 @@ def test_learn_values(parse: Parse, tmp_path: Path) -> None:
 def test_port_is_accepted_for_compatibility_with_a_warning(parse: Parse) -> None:
     assert "no effect" in parse("port=8765\n").warnings[0]
     assert "port must be a number" in errors_of(parse, "port=-1\n")[0]
+
+
+# --- found by the documentation review ----------------------------------------------
+
+
+def test_command_line_include_cannot_pass_the_lock(parse: Parse, tmp_path: Path) -> None:
+    (tmp_path / "wide.profile").write_text("expose-rw=/\n")
+    (found,) = errors_of(parse, "learn=false\n", extra=['include "wide.profile"'])
+    assert "the command line cannot add 'expose-rw=/'" in found
+
+
+def test_file_included_twice_counts_once(parse: Parse, tmp_path: Path) -> None:
+    (tmp_path / "x").write_text("os-sandbox=landlock\n")
+    policy = parse('include "x"\ninclude "x"\n')
+    assert policy.os_sandbox is not None
+
+
+def test_byte_order_mark_is_not_part_of_the_first_key(parse: Parse) -> None:
+    assert parse("\ufeffpython-import=json\n").imports[0].modules == frozenset({"json"})
+
+
+def test_values_expand_in_every_key(parse: Parse) -> None:
+    env = {"SECRET": "OPENAI_API_KEY", "MODS": "json, csv", "CAT": "threads"}
+    policy = parse("unenv=${SECRET}\npython-import=${MODS}\npython-api=ALLOW:${CAT}\n", env=env)
+    assert policy.unenv[0].pattern == "OPENAI_API_KEY"
+    assert policy.imports[0].modules == frozenset({"json", "csv"})
+    assert policy.api[0].targets == ("threads",)
+
+
+def test_learn_from_an_unset_variable_does_not_learn(parse: Parse) -> None:
+    assert parse("learn=${LEARN_TO}\n").learn is None
+    assert parse("learn=${LEARN_TO}\n", env={"LEARN_TO": "out"}).learn is not None
+
+
+def test_home_comes_from_the_same_environment_as_variables(parse: Parse, tmp_path: Path) -> None:
+    (tmp_path / "cfg").mkdir()
+    policy = parse("expose-ro=~/cfg\n", env={"HOME": str(tmp_path)})
+    assert policy.expose[0].path == str(tmp_path / "cfg")
+
+
+def test_pyproject_errors_carry_their_line(parse: Parse) -> None:
+    text = '[tool.py-sandboxes]\nexpose-ro = ["."]\neval-timeout = 5\n'
+    (found,) = errors_of(parse, text, name="pyproject.toml")
+    assert found.startswith("pyproject.toml(3): ")
+
+
+def test_rules_read_from_pyproject(parse: Parse, tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    text = '[tool.py-sandboxes]\nexpose-ro = [\n  "./data",\n]\nos-sandbox = "bwrap"\n'
+    policy = parse(text, name="pyproject.toml")
+    assert policy.expose[0].path == str(tmp_path / "data")
+    assert policy.expose[0].origin.where == "pyproject.toml(3)"
+    assert policy.os_sandbox is not None
+    assert policy.os_sandbox.value == "bwrap"

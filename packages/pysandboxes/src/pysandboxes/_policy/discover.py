@@ -60,7 +60,7 @@ def module_directory(module: str, search_path: Sequence[str]) -> str | None:
 
 
 def _has_tool_table(path: str) -> bool:
-    from .writer import pyproject_rule_lines
+    from .pyproject import pyproject_rule_lines
 
     try:
         with open(path, encoding="utf-8") as handle:

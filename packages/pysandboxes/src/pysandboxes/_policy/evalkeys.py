@@ -73,6 +73,14 @@ def parse_eval(sink: Sink, origin: Origin, key_text: str, value: str) -> None:
     """Validate one ``eval-*`` line and add its ``EvalRule`` to ``sink``."""
     match = _KEY.fullmatch(key_text)
     key = match.group("key") if match else ""
+    name, colon, profile_text = key_text.partition(":")
+    if match is None and colon and name[5:] in (*LIST_KEYS, *SCALAR_KEYS):
+        sink.issue(
+            origin,
+            f"'{origin.text}': invalid profile name '{profile_text}' "
+            "(letters, digits, '_' and '-')",
+        )
+        return
     if match is None or (key not in LIST_KEYS and key not in SCALAR_KEYS):
         known = [f"eval-{k}" for k in (*LIST_KEYS, *SCALAR_KEYS)]
         close = difflib.get_close_matches(key_text.split(":")[0], known, n=1)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from pysandboxes.errors import ConfigIssue
@@ -56,6 +56,7 @@ class RawRule:
     value: str
     origin: Origin
     base: str
+    via_arg: bool = False
 
 
 def strip_comment(line: str) -> str:
@@ -72,6 +73,23 @@ def strip_comment(line: str) -> str:
         elif char == "#":
             return line[:index].strip()
     return line.strip()
+
+
+def expand_home(path: str, env: Mapping[str, str]) -> str | None:
+    """Expand a leading ``~`` from ``HOME`` of ``env`` (the same source as ``${HOME}``).
+
+    ``~user`` is looked up in the password database. ``None`` when there is no home.
+    """
+    if not path.startswith("~"):
+        return path
+    head, slash, tail = path.partition("/")
+    if head == "~":
+        home = env.get("HOME") or os.path.expanduser("~")
+    else:
+        home = os.path.expanduser(head)
+    if not home or home.startswith("~"):
+        return None
+    return home.rstrip("/") + slash + tail if slash else home
 
 
 def display_name(path: str, cwd: str) -> str:
@@ -102,12 +120,16 @@ class LineReader:
     issues: list[ConfigIssue] = field(default_factory=lambda: [])
     files: list[str] = field(default_factory=lambda: [])
     _active: set[str] = field(default_factory=lambda: set())
+    _done: set[str] = field(default_factory=lambda: set())
 
     def extra(self, rules: list[str]) -> Iterator[RawRule]:
         """The rules given on the command line or as API keywords, origin ``<arg>``."""
         for number, text in enumerate(rules, start=1):
             origin = Origin(ARG_SOURCE, number, text.strip())
-            yield from self._line(text.strip(), origin, self.cwd, depth=0, in_file=False)
+            for rule in self._line(text.strip(), origin, self.cwd, depth=0, in_file=False):
+                # Rules of a file included from the command line are command-line rules
+                # too: the learn=false lock must refuse them.
+                yield replace(rule, via_arg=True)
 
     def file(self, path: str) -> Iterator[RawRule]:
         """Every rule of ``path`` and its includes, in order."""
@@ -122,8 +144,8 @@ class LineReader:
             self.files.append(path)
         if real != path and real not in self.files:
             self.files.append(real)
-        if real in self._active:
-            return  # an include cycle: the file is already being read
+        if real in self._active or real in self._done:
+            return  # a cycle, or a file included twice: its rules count once
         source = display_name(path, self.cwd)
         text = self._read(path, source, including)
         if text is None:
@@ -141,6 +163,7 @@ class LineReader:
                     yield from self._line(cleaned, origin, base, depth, in_file=True)
         finally:
             self._active.discard(real)
+            self._done.add(real)
 
     def _read(self, path: str, source: str, including: Origin | None) -> str | None:
         try:
@@ -148,7 +171,7 @@ class LineReader:
             if size > MAX_RULE_FILE_BYTES:
                 raise ValueError(f"{size} bytes, more than {MAX_RULE_FILE_BYTES}")
             with open(path, "rb") as handle:
-                return handle.read().decode("utf-8")
+                return handle.read().decode("utf-8-sig")  # an editor's BOM is not a key
         except FileNotFoundError:
             if including is None:
                 self.issues.append(ConfigIssue(source, 0, "the rule file does not exist"))
@@ -172,7 +195,11 @@ class LineReader:
         try:
             pairs = self.pyproject_lines(text)
         except ValueError as exc:
-            self.issues.append(ConfigIssue(source, 0, str(exc)))
+            located = re.match(r"line (\d+): (.*)", str(exc), re.S)
+            if located is None:
+                self.issues.append(ConfigIssue(source, 0, str(exc)))
+            else:
+                self.issues.append(ConfigIssue(source, int(located[1]), located[2]))
             return
         for number, rule in pairs or []:
             origin = Origin(source, number, rule.strip(), path)
@@ -217,8 +244,8 @@ class LineReader:
             self._issue(origin, f"in '{text}': the path is empty")
             return
         if target.startswith("~"):
-            expanded = os.path.expanduser(target)
-            if expanded.startswith("~"):
+            expanded = expand_home(target, self.env)
+            if expanded is None:
                 self._issue(origin, f"in '{text}': cannot expand '~': no home directory")
                 return
             target = expanded

@@ -19,8 +19,8 @@ from typing import Any
 from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
 
 from . import evalkeys, netrules
-from .expand import ExpansionError, check, expand
-from .lines import LineReader, RawRule
+from .expand import ExpansionError, check, expand, has_reference
+from .lines import LineReader, RawRule, expand_home
 from .model import (
     ARG_SOURCE,
     ApiRule,
@@ -145,7 +145,7 @@ def parse_policy(
 
 def _pyproject_rule_lines(text: str) -> list[tuple[int, str]] | None:
     # Imported here: tomlkit is only needed when the rules live in pyproject.toml.
-    from .writer import pyproject_rule_lines
+    from .pyproject import pyproject_rule_lines
 
     return pyproject_rule_lines(text)
 
@@ -176,7 +176,7 @@ def _dispatch(builder: _Builder, rule: RawRule) -> None:
         _provider_option(builder, rule)
     else:
         _unknown(builder, rule)
-    if rule.origin.source == ARG_SOURCE and key != "learn":
+    if rule.via_arg and key != "learn":
         builder.extra.append(rule.origin)
 
 
@@ -216,6 +216,8 @@ def _single(builder: _Builder, rule: RawRule) -> None:
             elif builder.lock is None:
                 builder.lock = origin
             return
+        if not value and has_reference(rule.value):
+            return  # learn=${VAR} with VAR unset: no learning, as env= leaves it absent
         parsed = _learn_path(builder, rule, value)
     elif key == "os-sandbox":
         parsed = value.lower()
@@ -231,7 +233,9 @@ def _single(builder: _Builder, rule: RawRule) -> None:
     elif key == "remote-result-mode":
         parsed = _RESULT_MODES.get(value.lower())
         if parsed is None:
-            builder.issue(origin, f"'{origin.text}': expected values (the default) or objects")
+            builder.issue(
+                origin, f"'{origin.text}': expected values (also spelled data-only) or objects"
+            )
     elif key == "port":
         if not value.isdigit():
             builder.issue(origin, f"'{origin.text}': the port must be a number ≥ 0")
@@ -246,7 +250,11 @@ def _learn_path(builder: _Builder, rule: RawRule, value: str) -> str | None:
     if value.lower() in ("true", "0", "1", "yes", "no", "on", "off"):
         builder.issue(rule.origin, f"'{rule.origin.text}': learn= takes the file to write")
         return None
-    path = os.path.normpath(os.path.join(rule.base, os.path.expanduser(value or DEFAULT_RULE_FILE)))
+    home = expand_home(value or DEFAULT_RULE_FILE, builder.env)
+    if home is None:
+        builder.issue(rule.origin, f"'{rule.origin.text}': cannot expand '~': no home directory")
+        return None
+    path = os.path.normpath(os.path.join(rule.base, home))
     if not os.path.isdir(os.path.dirname(path)):
         builder.issue(rule.origin, f"'{rule.origin.text}': the directory of '{path}' must exist")
         return None
@@ -256,6 +264,10 @@ def _learn_path(builder: _Builder, rule: RawRule, value: str) -> str | None:
 def _env(builder: _Builder, rule: RawRule) -> None:
     origin, value = rule.origin, rule.value
     if rule.key == "unenv":
+        expanded = builder.expanded(rule)
+        if expanded is None:
+            return
+        value = expanded
         if not value or "=" in value:
             builder.issue(origin, f"'{origin.text}': expected unenv=NAME or unenv=PATTERN*")
         else:
@@ -285,8 +297,8 @@ def _expose(builder: _Builder, rule: RawRule) -> None:
     if not value:
         builder.issue(origin, f"'{origin.text}': the path is empty")
         return
-    expanded = os.path.expanduser(value)
-    if expanded.startswith("~"):
+    expanded = expand_home(value, builder.env)
+    if expanded is None:
         builder.issue(origin, f"'{origin.text}': cannot expand '~': no home directory")
         return
     path = os.path.realpath(os.path.join(rule.base, expanded))
@@ -301,7 +313,7 @@ def _ignore(builder: _Builder, rule: RawRule) -> None:
     value = builder.expanded(rule)
     if value is None:
         return
-    pattern = os.path.expanduser(value).rstrip("/") if value not in ("", "/") else value
+    pattern = (expand_home(value, builder.env) or value).rstrip("/") if value != "/" else value
     if not pattern or pattern == "/":
         builder.issue(origin, f"'{origin.text}': the pattern is empty")
         return
@@ -316,7 +328,10 @@ def _ignore(builder: _Builder, rule: RawRule) -> None:
 
 def _imports(builder: _Builder, rule: RawRule) -> None:
     origin = rule.origin
-    names = [n.strip() for n in rule.value.split(",")]
+    value = builder.expanded(rule)
+    if value is None:
+        return
+    names = [n.strip() for n in value.split(",")]
     if "*" in names:
         builder.add("imports", ImportRule(frozenset(), True, origin))
         return
@@ -326,11 +341,16 @@ def _imports(builder: _Builder, rule: RawRule) -> None:
             builder.issue(origin, f"'{origin.text}': empty module name")
         elif all(_MODULE.fullmatch(part) for part in name.split(".")):
             if "." in name:
+                # As in the established format: a rule names a top-level module, and a
+                # dotted name grants nothing (granting its top level would widen it).
                 top = name.split(".")[0]
                 builder.warn(
-                    origin, f"'{name}' is judged as its top-level module: write '{top}' instead"
+                    origin,
+                    f"python-import rule '{name}' never matches: a rule names a top-level "
+                    f"module, such as '{top}'",
                 )
-            modules.add(name.split(".")[0])
+            else:
+                modules.add(name)
         else:
             builder.issue(origin, f"'{origin.text}': '{name}' is not a module name")
     builder.add("imports", ImportRule(frozenset(modules), False, origin))
@@ -338,7 +358,10 @@ def _imports(builder: _Builder, rule: RawRule) -> None:
 
 def _api(builder: _Builder, rule: RawRule) -> None:
     origin = rule.origin
-    action, colon, rest = rule.value.partition(":")
+    value = builder.expanded(rule)
+    if value is None:
+        return
+    action, colon, rest = value.partition(":")
     if not colon or action not in ("ALLOW", "DENY"):
         builder.issue(origin, f"'{origin.text}': expected python-api=ALLOW:targets or DENY:targets")
         return
@@ -351,7 +374,7 @@ def _api(builder: _Builder, rule: RawRule) -> None:
         elif target == "*" or target in CATEGORIES or target in SENSITIVE_FUNCTIONS:
             targets.append(target)
         else:
-            builder.issue(origin, _unknown_target(target))
+            builder.issue(origin, f"'{origin.text}': {_unknown_target(target)}")
     builder.add("api", ApiRule(action == "ALLOW", tuple(targets), origin))
 
 
