@@ -1,17 +1,18 @@
 """Which side of the sandbox this process is on; backs ``is_in_sandbox()``.
 
-The sandboxed interpreter is started by the trusted side with the marker below in its
-environment; nothing else sets it. Reading it once at import keeps the check free.
+The sandboxed interpreter marks itself when it starts (``enter_sandbox``); the mark is not
+an environment variable, so the program sees exactly the variables its rules produce.
 """
 
 from __future__ import annotations
 
-import os
+_in_sandbox = False
 
-#: Set by the trusted side in the environment of every sandboxed interpreter it starts.
-SANDBOX_MARKER = "PYSANDBOXES_SANDBOXED"
 
-_in_sandbox = os.environ.get(SANDBOX_MARKER) == "1"
+def enter_sandbox() -> None:
+    """Mark this process as sandboxed; called by the sandboxed interpreter's bootstrap."""
+    global _in_sandbox
+    _in_sandbox = True
 
 
 def is_in_sandbox() -> bool:

@@ -22,9 +22,13 @@ line that would allow it.
 from __future__ import annotations
 
 import errno
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+
+from pysandboxes._record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+    from typing import Any
 
 __all__ = [
     "ConfigIssue",
@@ -47,7 +51,7 @@ class SandBoxError(RuntimeError):
     """
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ConfigIssue:
     """One problem found in the rules: where it is and what is wrong.
 
@@ -198,8 +202,8 @@ def _chain(exc: BaseException, seen: set[int]) -> Iterator[BaseException]:
     seen.add(id(exc))
     yield exc
     if isinstance(exc, BaseExceptionGroup):
-        group = cast("BaseExceptionGroup[BaseException]", exc)
-        for inner in group.exceptions:
+        inner_exceptions: tuple[BaseException, ...] = exc.exceptions  # type: ignore[assignment]
+        for inner in inner_exceptions:
             yield from _chain(inner, seen)
     for linked in (exc.__cause__, exc.__context__):
         if linked is not None:

@@ -1,17 +1,21 @@
 """python-sb: a drop-in for ``python`` that runs the program under a ``.py-sandboxes`` file.
 
 Deliberately thin: it maps the command line onto a call into ``pysandboxes`` and formats
-what comes back. Typer and rich are imported only when help or an error is rendered, so
-starting a sandboxed program pays for neither.
+what comes back. Typer and rich are imported only when help is rendered, so starting a
+sandboxed program pays for neither.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ._version import __version__ as __version__
 
 __all__ = ["__version__", "main"]
+
+#: Exit status of a configuration error, as CPython-compatible tools use for "cannot start".
+CONFIG_ERROR = 255
 
 
 def version_text() -> str:
@@ -22,12 +26,49 @@ def version_text() -> str:
     return f"python-sb {__version__} (pysandboxes {pysandboxes.__version__}, Python {python})"
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(args: list[str] | None = None) -> int:
     """Entry point of the ``python-sb`` console script."""
-    args = sys.argv[1:] if argv is None else argv
-    if args[:1] in (["-V"], ["--version"]):
+    from .argv import UsageError, split
+
+    try:
+        invocation = split(sys.argv[1:] if args is None else args)
+    except UsageError as exc:
+        print(f"python-sb: {exc}\nTry 'python-sb --help' for more information.", file=sys.stderr)
+        return 2
+    if invocation.action == "version":
         print(version_text())
         return 0
-    from .cli import run_cli
+    if invocation.action == "help":
+        from .cli import run_cli
 
-    return run_cli(args)
+        return run_cli(["--help"])
+    if invocation.action == "python-help":
+        os.execv(sys.executable, [sys.executable, invocation.target])
+    if invocation.learn is not None:
+        print("python-sb: --learn: learning mode is not built yet in this release", file=sys.stderr)
+        return 2
+    return _run(invocation)
+
+
+def _run(invocation: object) -> int:
+    from pysandboxes._launch import LaunchRequest, run
+    from pysandboxes._spec import Program
+    from pysandboxes.errors import ConfigSyntaxError
+
+    from .argv import Invocation
+
+    assert isinstance(invocation, Invocation)
+    kind = invocation.kind
+    if kind == "interactive":
+        kind = "repl" if sys.stdin.isatty() else "stdin"
+    request = LaunchRequest(
+        program=Program(kind, invocation.target, invocation.args),
+        python_flags=invocation.python_flags,
+        config=invocation.config,
+        extra_rules=invocation.rules,
+    )
+    try:
+        return run(request)
+    except ConfigSyntaxError as exc:
+        print(exc, file=sys.stderr)
+        return CONFIG_ERROR

@@ -18,14 +18,17 @@ else the cwd): learning writes it there.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
-from importlib.machinery import PathFinder
+
+from pysandboxes._record import record
 
 from .parser import DEFAULT_RULE_FILE
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-@dataclass(frozen=True, slots=True)
+
+@record
 class Discovery:
     """The outcome of the search.
 
@@ -42,6 +45,8 @@ class Discovery:
 
 def module_directory(module: str, search_path: Sequence[str]) -> str | None:
     """The directory holding ``module`` (``pkg.mod``), found without importing anything."""
+    from importlib.machinery import PathFinder
+
     locations: list[str] | None = list(search_path)
     spec = None
     for part in module.split("."):

@@ -11,10 +11,14 @@ from __future__ import annotations
 import ast
 import difflib
 import re
-from collections.abc import Mapping, Sequence
 
-from .lines import Sink
 from .model import ApiRule, EvalRule, Origin
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from .lines import Sink
 
 #: Syntax groups: a name for a set of ``ast`` node classes.
 SYNTAX_GROUPS: Mapping[str, tuple[str, ...]] = {

@@ -7,10 +7,12 @@ reference. Malformed references raise ``ExpansionError`` with a message naming t
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
-_NAME = re.compile(r"[A-Za-z_*][A-Za-z0-9_*]*")  # `*`: env= patterns, `${*_KEY}`
+_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_*")  # `*`: env= patterns
+_NEXT = _FIRST | frozenset("0123456789")
 
 
 class ExpansionError(ValueError):
@@ -45,11 +47,14 @@ def check(text: str) -> None:
 
 def _reference(text: str, start: int, env: Mapping[str, str]) -> tuple[str, int]:
     """Expand the reference starting at ``text[start] == '$'``; return it and the end."""
-    name_match = _NAME.match(text, start + 2)
-    if name_match is None:
+    pos = start + 2
+    if pos >= len(text) or text[pos] not in _FIRST:
         raise ExpansionError(f"invalid variable reference '{_excerpt(text, start)}'")
-    name = name_match.group()
-    pos = name_match.end()
+    end = pos + 1
+    while end < len(text) and text[end] in _NEXT:
+        end += 1
+    name = text[pos:end]
+    pos = end
     if text.startswith("}", pos):
         return env.get(name, ""), pos + 1
     if not text.startswith(":-", pos):

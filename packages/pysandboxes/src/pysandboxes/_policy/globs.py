@@ -12,16 +12,21 @@ Name patterns (``env=``, ``unenv=``) know only ``*`` and are matched in linear t
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable, Sequence
 
-from .model import IgnoreRule
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import re
+    from collections.abc import Callable, Sequence
 
-IgnoreMatcher = Callable[[str, str | None], IgnoreRule | None]
+    from .model import IgnoreRule
+
+    IgnoreMatcher = Callable[[str, str | None], IgnoreRule | None]
 
 
 def _translate(pattern: str) -> str:
     """A glob (``**``, ``*``, ``?``, ``[...]``) as a regular expression over paths."""
+    import re
+
     out: list[str] = []
     i = 0
     n = len(pattern)
@@ -62,6 +67,10 @@ def compile_ignore(rules: Sequence[IgnoreRule]) -> IgnoreMatcher:
     All patterns of a kind are joined into one regular expression, so a verdict costs
     one search whatever the number of rules; the deciding rule is looked up only on a hit.
     """
+    if not rules:
+        return _nothing
+    import re
+
     anchored: list[tuple[re.Pattern[str], IgnoreRule]] = []
     components: list[tuple[re.Pattern[str], IgnoreRule]] = []
     for rule in rules:
@@ -89,9 +98,15 @@ def compile_ignore(rules: Sequence[IgnoreRule]) -> IgnoreMatcher:
     return match
 
 
+def _nothing(path: str, root: str | None) -> IgnoreRule | None:
+    return None
+
+
 def _joined(patterns: list[re.Pattern[str]]) -> re.Pattern[str] | None:
     if not patterns:
         return None
+    import re
+
     return re.compile("|".join(f"(?:{p.pattern})" for p in patterns), re.S)
 
 

@@ -8,14 +8,17 @@ the deciding rule and, when a rule would allow the access, the exact line to add
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from ipaddress import IPv4Address, IPv6Address
 
-from . import netaddr
 from .globs import compile_ignore
-from .model import Access, ExposeRule, IgnoreRule, NetRule, Origin, Policy, Verdict
+from .model import Access, Verdict
 from .registry import SENSITIVE_FUNCTIONS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+    from ipaddress import IPv4Address, IPv6Address
+
+    from .model import ExposeRule, IgnoreRule, NetRule, Origin, Policy
 
 
 class FileJudge:
@@ -33,12 +36,17 @@ class FileJudge:
         protected_by: Origin | None = None,
     ) -> None:
         self._exposures = {rule.path: rule for rule in exposures}
-        self._ignore = compile_ignore(list(ignores))
+        ignores_list = list(ignores)
+        self._ignore = compile_ignore(ignores_list)
         self._protected = frozenset(os.path.normpath(p) for p in protected)
         self._protected_parents = frozenset(
             parent for path in self._protected for parent in _ancestors(path)
         )
         self._protected_by = protected_by
+        # The directories above an exposure exist, and the rules say so: a stat of them
+        # reveals nothing new, and os.makedirs(exist_ok=True) needs it.
+        self._leading = frozenset(parent for path in self._exposures for parent in _ancestors(path))
+        self.has_ignores = bool(ignores_list)
 
     def exposure(self, path: str) -> ExposeRule | None:
         """The most specific exposure covering the normalised absolute ``path``, if any."""
@@ -54,9 +62,14 @@ class FileJudge:
                 return rule
         return None
 
+    def leads_to_exposure(self, path: str) -> bool:
+        """Whether ``path`` is a directory above an exposure (its existence is no secret)."""
+        return path in self._leading
+
     def judge(self, path: str, access: Access) -> Verdict:
         """The verdict for ``access`` to the absolute, resolved ``path``."""
-        path = os.path.normpath(path)
+        if "/." in path or "//" in path or (path.endswith("/") and path != "/"):
+            path = os.path.normpath(path)
         rule = self.exposure(path)
         ignored = self._ignore(path, rule.path if rule is not None else None)
         if ignored is not None:
@@ -120,11 +133,13 @@ class _NetIndex:
         return None
 
 
-@dataclass(frozen=True, slots=True)
 class _Prefix:
-    length: int
-    mask: int
-    networks: dict[int, list[NetRule]]
+    __slots__ = ("length", "mask", "networks")
+
+    def __init__(self, length: int, mask: int, networks: dict[int, list[NetRule]]) -> None:
+        self.length = length
+        self.mask = mask
+        self.networks = networks
 
 
 class NetJudge:
@@ -135,6 +150,9 @@ class NetJudge:
     """
 
     def __init__(self, rules: Sequence[NetRule]) -> None:
+        from . import netaddr  # ipaddress is loaded only when the network is judged
+
+        self._netaddr = netaddr
         self._deny = _NetIndex(r for r in rules if not r.allow)
         self._allow = _NetIndex(r for r in rules if r.allow)
 
@@ -142,6 +160,7 @@ class NetJudge:
         self, proto: str, address: str | IPv4Address | IPv6Address, port: int, direction: str
     ) -> Verdict:
         """The verdict for one address; ``address`` may use any accepted spelling."""
+        netaddr = self._netaddr
         parsed = netaddr.parse_address(address) if isinstance(address, str) else address
         if parsed is None:
             return Verdict(False, None, fix=None)

@@ -8,40 +8,42 @@ order: the extra rules (command line, API keywords) first, then the main file wi
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
-from typing import Protocol
 
+from pysandboxes._record import record, replace
 from pysandboxes.errors import ConfigIssue
 
 from .expand import ExpansionError, expand
 from .model import ARG_SOURCE, Origin
 
-_INCLUDE = re.compile(r'include(?:-platform=(?P<platform>[\w.-]+))?\s+"(?P<path>[^"]*)"\s*')
-_INCLUDE_LIKE = re.compile(r"include(?:-platform)?\b")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+    from typing import Protocol
+
 _MAX_INCLUDE_DEPTH = 32
 #: A rule file larger than this is refused rather than read: nobody reviews it.
 MAX_RULE_FILE_BYTES = 4 * 1024 * 1024
 
 
-class Sink(Protocol):
-    """Where the per-family parsers put what they find."""
+if TYPE_CHECKING:
 
-    def issue(self, origin: Origin, message: str) -> None:
-        """Record a problem that stops the run."""
-        ...
+    class Sink(Protocol):
+        """Where the per-family parsers put what they find."""
 
-    def warn(self, origin: Origin, message: str) -> None:
-        """Record a problem shown to the user that does not stop the run."""
-        ...
+        def issue(self, origin: Origin, message: str) -> None:
+            """Record a problem that stops the run."""
+            ...
 
-    def add(self, family: str, item: object) -> None:
-        """Record a parsed rule of ``family``."""
-        ...
+        def warn(self, origin: Origin, message: str) -> None:
+            """Record a problem shown to the user that does not stop the run."""
+            ...
+
+        def add(self, family: str, item: object) -> None:
+            """Record a parsed rule of ``family``."""
+            ...
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RawRule:
     """One ``key=value`` line, not yet interpreted.
 
@@ -101,7 +103,6 @@ def display_name(path: str, cwd: str) -> str:
     return path if relative.startswith("..") else relative
 
 
-@dataclass
 class LineReader:
     """Collects the rule lines of a configuration, following includes.
 
@@ -111,16 +112,25 @@ class LineReader:
         platform: ``sys.platform`` of the host, for ``include-platform``.
         pyproject_lines: turns a ``pyproject.toml`` text into ``(line, rule)`` pairs, or
             ``None`` when it holds no rules; raises ``ValueError`` naming a bad line.
+        issues: the problems found, in reading order.
+        files: every rule file consulted, existing or not.
     """
 
-    cwd: str
-    env: Mapping[str, str]
-    platform: str
-    pyproject_lines: Callable[[str], list[tuple[int, str]] | None]
-    issues: list[ConfigIssue] = field(default_factory=lambda: [])
-    files: list[str] = field(default_factory=lambda: [])
-    _active: set[str] = field(default_factory=lambda: set())
-    _done: set[str] = field(default_factory=lambda: set())
+    def __init__(
+        self,
+        cwd: str,
+        env: Mapping[str, str],
+        platform: str,
+        pyproject_lines: Callable[[str], list[tuple[int, str]] | None],
+    ) -> None:
+        self.cwd = cwd
+        self.env = env
+        self.platform = platform
+        self.pyproject_lines = pyproject_lines
+        self.issues: list[ConfigIssue] = []
+        self.files: list[str] = []
+        self._active: set[str] = set()
+        self._done: set[str] = set()
 
     def extra(self, rules: list[str]) -> Iterator[RawRule]:
         """The rules given on the command line or as API keywords, origin ``<arg>``."""
@@ -195,11 +205,7 @@ class LineReader:
         try:
             pairs = self.pyproject_lines(text)
         except ValueError as exc:
-            located = re.match(r"line (\d+): (.*)", str(exc), re.S)
-            if located is None:
-                self.issues.append(ConfigIssue(source, 0, str(exc)))
-            else:
-                self.issues.append(ConfigIssue(source, int(located[1]), located[2]))
+            self.issues.append(_located(source, str(exc)))
             return
         for number, rule in pairs or []:
             origin = Origin(source, number, rule.strip(), path)
@@ -211,7 +217,7 @@ class LineReader:
         if "\0" in text:
             self._issue(origin, "the line holds a NUL character")
             return
-        if _INCLUDE_LIKE.match(text):
+        if text.startswith("include") and text[7:8] in ("", " ", "\t", "-", '"'):
             yield from self._include(text, origin, base, depth)
             return
         key, equal, value = text.partition("=")
@@ -221,22 +227,22 @@ class LineReader:
         yield RawRule(key, value.strip(), origin, base)
 
     def _include(self, text: str, origin: Origin, base: str, depth: int) -> Iterator[RawRule]:
-        match = _INCLUDE.fullmatch(text)
-        if match is None:
+        parsed = _parse_include(text)
+        if parsed is None:
             self._issue(
                 origin,
                 f"invalid rule '{text}': expected include \"path\" or "
                 'include-platform=PLATFORM "path"',
             )
             return
-        platform = match.group("platform")
+        platform, raw_target = parsed
         if platform is not None and platform != self.platform:
             return
         if depth >= _MAX_INCLUDE_DEPTH:
             self._issue(origin, f"includes nested more than {_MAX_INCLUDE_DEPTH} deep")
             return
         try:
-            target = expand(match.group("path"), self.env)
+            target = expand(raw_target, self.env)
         except ExpansionError as exc:
             self._issue(origin, f"in '{text}': {exc}")
             return
@@ -251,3 +257,29 @@ class LineReader:
             target = expanded
         path = os.path.normpath(os.path.join(base, target))
         yield from self._file(path, depth + 1, including=origin)
+
+
+def _parse_include(text: str) -> tuple[str | None, str] | None:
+    """``include "p"`` or ``include-platform=P "p"`` → (platform, path), else ``None``."""
+    head, space, rest = text.partition(" ")
+    if not space:
+        head, space, rest = text.partition("\t")
+    rest = rest.strip()
+    if len(rest) < 2 or rest[0] != '"' or rest[-1] != '"' or '"' in rest[1:-1]:
+        return None
+    platform: str | None = None
+    if head.startswith("include-platform="):
+        platform = head[len("include-platform=") :]
+        if not platform or not all(c.isalnum() or c in "_.-" for c in platform):
+            return None
+    elif head != "include":
+        return None
+    return platform, rest[1:-1]
+
+
+def _located(source: str, message: str) -> ConfigIssue:
+    """A ``ValueError("line N: ...")`` of the pyproject reader as an issue at line N."""
+    prefix, colon, rest = message.partition(": ")
+    if colon and prefix.startswith("line ") and prefix[5:].isdigit():
+        return ConfigIssue(source, int(prefix[5:]), rest)
+    return ConfigIssue(source, 0, message)

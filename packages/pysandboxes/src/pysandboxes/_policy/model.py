@@ -7,18 +7,20 @@ learning) reads it through the verdict functions of ``judge``. Each rule keeps i
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass, field
-from ipaddress import IPv4Network, IPv6Network
-from typing import Generic, TypeVar
+from pysandboxes._record import record
 
-T = TypeVar("T")
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ipaddress import IPv4Network, IPv6Network
+    from typing import ClassVar, Generic, TypeVar
+
+    T = TypeVar("T")
 
 #: Display name of rules given on the command line or as API keywords.
 ARG_SOURCE = "<arg>"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Origin:
     """Where a rule comes from: the file as shown to the user, the line, its text.
 
@@ -43,22 +45,53 @@ class Origin:
         return f"'{self.text}' from {self.where}"
 
 
-class Access(enum.Enum):
-    """What a program does to a path; each maps onto one kernel right."""
+class Access:
+    """What a program does to a path; each maps onto one kernel right.
 
-    READ = "read"
-    WRITE = "write"
-    CREATE = "create"
-    DELETE = "delete"
-    EXECUTE = "execute"
+    A small closed set of singletons (``Access.READ``...), kept apart from ``enum``, whose
+    import every sandboxed start would pay.
+    """
 
-    @property
-    def modifies(self) -> bool:
-        """Whether the access needs a read-write exposure."""
-        return self in (Access.WRITE, Access.CREATE, Access.DELETE)
+    __slots__ = ("modifies", "value")
+    READ: ClassVar[Access]
+    WRITE: ClassVar[Access]
+    CREATE: ClassVar[Access]
+    DELETE: ClassVar[Access]
+    EXECUTE: ClassVar[Access]
+
+    value: str
+    modifies: bool  # whether the access needs a read-write exposure
+
+    def __init__(self, value: str, modifies: bool) -> None:
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "modifies", modifies)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("Access values are constants")
+
+    def __repr__(self) -> str:
+        return f"Access.{self.value.upper()}"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (access_named, (self.value,))
 
 
-@dataclass(frozen=True, slots=True)
+Access.READ = Access("read", False)
+Access.WRITE = Access("write", True)
+Access.CREATE = Access("create", True)
+Access.DELETE = Access("delete", True)
+Access.EXECUTE = Access("execute", False)
+
+
+def access_named(value: str) -> Access:
+    """The ``Access`` constant of a name (``"read"``...)."""
+    found = getattr(Access, value.upper(), None)
+    if not isinstance(found, Access):
+        raise ValueError(f"unknown access {value!r}")
+    return found
+
+
+@record
 class ExposeRule:
     """``expose-ro=`` / ``expose-rw=``: a directory tree or a single file made visible."""
 
@@ -68,7 +101,7 @@ class ExposeRule:
     origin: Origin
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class IgnoreRule:
     """``ignore=``: a gitignore-like pattern that hides paths even inside an exposure.
 
@@ -84,7 +117,7 @@ class IgnoreRule:
     origin: Origin
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EnvRule:
     """``env=NAME=template``: a variable given to the sandbox; ``NAME`` may contain ``*``."""
 
@@ -93,7 +126,7 @@ class EnvRule:
     origin: Origin
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UnenvRule:
     """``unenv=NAME``: a variable (or ``*`` pattern) the sandbox never receives."""
 
@@ -101,10 +134,11 @@ class UnenvRule:
     origin: Origin
 
 
-IPNetwork = IPv4Network | IPv6Network
+if TYPE_CHECKING:
+    IPNetwork = IPv4Network | IPv6Network
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NetRule:
     """``net=ACTION|PROTO|NETWORK|PORTS|DIRECTION``.
 
@@ -126,7 +160,7 @@ class NetRule:
     origin: Origin
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ImportRule:
     """``python-import=``: top-level modules the program may import (``*``: any)."""
 
@@ -135,7 +169,7 @@ class ImportRule:
     origin: Origin
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ApiRule:
     """``python-api=ALLOW:...`` / ``DENY:...``: categories, functions or ``*``."""
 
@@ -144,7 +178,7 @@ class ApiRule:
     origin: Origin
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EvalRule:
     """One ``eval-*`` line, validated; enforced by the eval guard.
 
@@ -164,7 +198,7 @@ class EvalRule:
     origin: Origin
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProviderOption:
     """``<provider>.<option>=value`` for a kernel provider we ship."""
 
@@ -174,15 +208,26 @@ class ProviderOption:
     origin: Origin
 
 
-@dataclass(frozen=True, slots=True)
-class Setting(Generic[T]):
-    """A single-valued key with the line that set it."""
+if TYPE_CHECKING:
 
-    value: T
-    origin: Origin
+    @record
+    class Setting(Generic[T]):
+        """A single-valued key with the line that set it."""
+
+        value: T
+        origin: Origin
+
+else:
+
+    @record
+    class Setting:
+        """A single-valued key with the line that set it."""
+
+        value: object
+        origin: Origin
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Policy:
     """Everything the rules say, merged from the command line, the file and its includes.
 
@@ -210,10 +255,10 @@ class Policy:
     learn_lock: Origin | None = None
     rule_files: tuple[str, ...] = ()
     pins: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    warnings: tuple[str, ...] = field(default=())
+    warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Verdict:
     """The answer of a verdict function.
 

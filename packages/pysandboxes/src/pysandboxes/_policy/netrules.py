@@ -8,16 +8,20 @@ so a later change of the name's records cannot widen what the rule allows.
 from __future__ import annotations
 
 import re
-import socket
 import time
-from collections.abc import Callable, Iterable, Iterator
 
 from . import netaddr
-from .lines import Sink
 from .model import NetRule, Origin
 
-#: Resolves a hostname to its addresses; raises ``OSError`` when it cannot.
-Resolver = Callable[[str], list[str]]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+
+    from .lines import Sink
+
+if TYPE_CHECKING:
+    #: Resolves a hostname to its addresses; raises ``OSError`` when it cannot.
+    Resolver = Callable[[str], list[str]]
 
 FORMAT = "net=ACTION|PROTO|NETWORK|PORTS|DIRECTION"
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_-]{1,63})*\.?")
@@ -31,6 +35,8 @@ _RETRY_DELAYS = (0.2, 0.4)
 
 def system_resolver(host: str) -> list[str]:
     """Resolve with the system resolver (``/etc/hosts`` first), retrying transient errors."""
+    import socket
+
     for delay in (*_RETRY_DELAYS, None):
         try:
             infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)

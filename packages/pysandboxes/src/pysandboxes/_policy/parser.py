@@ -8,17 +8,11 @@ together at the end.
 
 from __future__ import annotations
 
-import difflib
 import os
-import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
 
-from . import evalkeys, netrules
 from .expand import ExpansionError, check, expand, has_reference
 from .lines import LineReader, RawRule, expand_home
 from .model import (
@@ -37,6 +31,13 @@ from .model import (
     UnenvRule,
 )
 from .registry import CATEGORIES, SENSITIVE_FUNCTIONS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+    from typing import Any
+
+    from .netrules import Resolver
 
 #: Kernel providers we ship, as ``os-sandbox=`` takes them.
 PROVIDERS = ("landlock", "unshare", "bwrap", "subprocess", "none")
@@ -62,8 +63,6 @@ LIST_KEYS = ("env", "unenv", "expose-ro", "expose-rw", "ignore", "net", "python-
 KNOWN_KEYS = (*SINGLE_KEYS, *LIST_KEYS, "python-api", "include", "include-platform")
 _TRUE = ("true", "1", "on", "yes", "")
 _FALSE = ("false", "0", "off", "no", "none")
-_ENV_NAME = re.compile(r"[^=\0]+")
-_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RESULT_MODES = {
     "values": "values",
     "data-only": "values",
@@ -74,19 +73,19 @@ _RESULT_MODES = {
 DEFAULT_RULE_FILE = ".py-sandboxes"
 
 
-@dataclass
 class _Builder:
     """Accumulates rules and issues while the lines are read."""
 
-    cwd: str
-    env: Mapping[str, str]
-    resolve_host: netrules.Resolver
-    issues: list[ConfigIssue] = field(default_factory=lambda: [])
-    warnings: list[str] = field(default_factory=lambda: [])
-    lists: dict[str, list[Any]] = field(default_factory=lambda: {})
-    singles: dict[str, list[tuple[Any, Origin]]] = field(default_factory=lambda: {})
-    lock: Origin | None = None
-    extra: list[Origin] = field(default_factory=lambda: [])
+    def __init__(self, cwd: str, env: Mapping[str, str], resolve_host: Resolver | None) -> None:
+        self.cwd = cwd
+        self.env = env
+        self.resolve_host = resolve_host
+        self.issues: list[ConfigIssue] = []
+        self.warnings: list[str] = []
+        self.lists: dict[str, list[Any]] = {}
+        self.singles: dict[str, list[tuple[Any, Origin]]] = {}
+        self.lock: Origin | None = None
+        self.extra: list[Origin] = []
 
     def issue(self, origin: Origin, message: str) -> None:
         self.issues.append(ConfigIssue(origin.source, origin.line, message))
@@ -112,7 +111,7 @@ def parse_policy(
     cwd: str | None = None,
     env: Mapping[str, str] | None = None,
     platform: str = sys.platform,
-    resolve_host: netrules.Resolver | None = None,
+    resolve_host: Resolver | None = None,
 ) -> Policy:
     """Read the rules: ``extra_rules`` (command line, API) first, then ``main`` and includes.
 
@@ -130,7 +129,7 @@ def parse_policy(
     cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
     host_env = os.environ if env is None else env
     reader = LineReader(cwd, host_env, platform, _pyproject_rule_lines)
-    builder = _Builder(cwd, host_env, resolve_host or netrules.system_resolver)
+    builder = _Builder(cwd, host_env, resolve_host)
     raw = list(reader.extra(list(extra_rules)))
     if main is not None:
         raw.extend(reader.file(main))
@@ -163,7 +162,10 @@ def _dispatch(builder: _Builder, rule: RawRule) -> None:
     elif key == "net":
         value = builder.expanded(rule)
         if value is not None:
-            netrules.parse_net(builder, rule.origin, value, builder.resolve_host)
+            from . import netrules  # only files with net= rules pay for ipaddress
+
+            resolve = builder.resolve_host or netrules.system_resolver
+            netrules.parse_net(builder, rule.origin, value, resolve)
     elif key == "python-import":
         _imports(builder, rule)
     elif key == "python-api":
@@ -171,6 +173,8 @@ def _dispatch(builder: _Builder, rule: RawRule) -> None:
     elif key.startswith("eval-"):
         value = builder.expanded(rule)
         if value is not None:
+            from . import evalkeys
+
             evalkeys.parse_eval(builder, rule.origin, key, value)
     elif "." in key:
         _provider_option(builder, rule)
@@ -187,7 +191,7 @@ def _unknown(builder: _Builder, rule: RawRule) -> None:
     if stripped != key:
         hint = f" (no spaces around '=': write '{stripped}=...')"
     else:
-        close = difflib.get_close_matches(key.lower(), KNOWN_KEYS, n=1, cutoff=0.6)
+        close = _close(key.lower(), KNOWN_KEYS, n=1, cutoff=0.6)
         if close:
             hint = f": did you mean '{close[0]}'?"
     builder.issue(rule.origin, f"unknown key '{key}' in '{rule.origin.text}'{hint}")
@@ -222,7 +226,7 @@ def _single(builder: _Builder, rule: RawRule) -> None:
     elif key == "os-sandbox":
         parsed = value.lower()
         if parsed not in PROVIDERS:
-            close = difflib.get_close_matches(str(parsed), PROVIDERS, n=1)
+            close = _close(str(parsed), PROVIDERS, n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             builder.issue(
                 origin, f"os-sandbox '{value}' is unknown: use one of {', '.join(PROVIDERS)}.{hint}"
@@ -278,7 +282,7 @@ def _env(builder: _Builder, rule: RawRule) -> None:
     if not equal:
         builder.issue(origin, f"missing '=' in '{origin.text}': expected env=NAME=value")
         return
-    if not _ENV_NAME.fullmatch(name):
+    if not name or "\0" in name:
         builder.issue(origin, f"'{origin.text}': the variable name is empty or invalid")
         return
     try:
@@ -301,11 +305,20 @@ def _expose(builder: _Builder, rule: RawRule) -> None:
     if expanded is None:
         builder.issue(origin, f"'{origin.text}': cannot expand '~': no home directory")
         return
-    path = os.path.realpath(os.path.join(rule.base, expanded))
+    path = os.path.join(rule.base, expanded)
+    # /proc/self names the sandboxed process, not the one reading the rules.
+    path = os.path.normpath(path) if _is_proc_self(path) else os.path.realpath(path)
     if not os.path.exists(path):
         builder.issue(origin, f"'{origin.text}': '{path}' does not exist")
         return
     builder.add("expose", ExposeRule(path, rule.key == "expose-rw", os.path.isdir(path), origin))
+
+
+def _is_proc_self(path: str) -> bool:
+    normal = os.path.normpath(path)
+    return normal in ("/proc/self", "/proc/thread-self") or normal.startswith(
+        ("/proc/self/", "/proc/thread-self/")
+    )
 
 
 def _ignore(builder: _Builder, rule: RawRule) -> None:
@@ -339,7 +352,7 @@ def _imports(builder: _Builder, rule: RawRule) -> None:
     for name in names:
         if not name:
             builder.issue(origin, f"'{origin.text}': empty module name")
-        elif all(_MODULE.fullmatch(part) for part in name.split(".")):
+        elif all(part.isidentifier() and part.isascii() for part in name.split(".")):
             if "." in name:
                 # As in the established format: a rule names a top-level module, and a
                 # dotted name grants nothing (granting its top level would widen it).
@@ -381,7 +394,7 @@ def _api(builder: _Builder, rule: RawRule) -> None:
 def _unknown_target(target: str) -> str:
     if "." not in target:
         return f"unknown category '{target}': expected one of {', '.join(CATEGORIES)}"
-    close = difflib.get_close_matches(target, list(SENSITIVE_FUNCTIONS), n=1)
+    close = _close(target, list(SENSITIVE_FUNCTIONS), n=1)
     hint = f": did you mean '{close[0]}'?" if close else ""
     return f"'{target}' is not a registered sensitive function{hint}"
 
@@ -394,12 +407,12 @@ def _provider_option(builder: _Builder, rule: RawRule) -> None:
         return
     options = PROVIDER_OPTIONS.get(provider)
     if options is None:
-        close = difflib.get_close_matches(provider, PROVIDERS, n=1)
+        close = _close(provider, PROVIDERS, n=1)
         hint = f": did you mean '{close[0]}.{option}'?" if close else ""
         builder.issue(origin, f"unknown provider '{provider}' in '{origin.text}'{hint}")
         return
     if option not in options:
-        close = difflib.get_close_matches(option, options, n=1)
+        close = _close(option, options, n=1)
         known = ", ".join(options) or "none"
         hint = f" Did you mean '{provider}.{close[0]}'?" if close else ""
         builder.issue(origin, f"unknown option '{rule.key}' (known: {known}).{hint}")
@@ -427,7 +440,10 @@ def _assemble(builder: _Builder, files: Iterable[str]) -> Policy:
     net: list[NetRule] = lists.get("net", [])
     evals: list[EvalRule] = lists.get("eval", [])
     api: list[ApiRule] = lists.get("api", [])
-    evalkeys.check_dynamic_code_grant(builder, evals, api)
+    if evals:
+        from . import evalkeys
+
+        evalkeys.check_dynamic_code_grant(builder, evals, api)
     return Policy(
         expose=tuple(expose),
         ignore=tuple(lists.get("ignore", [])),
@@ -445,9 +461,17 @@ def _assemble(builder: _Builder, files: Iterable[str]) -> Policy:
         learn=singles.get("learn"),
         learn_lock=builder.lock,
         rule_files=tuple(files),
-        pins=tuple(sorted(netrules.merge_pins(lists.get("pins", [])))),
+        pins=_pins(lists.get("pins", [])),
         warnings=tuple(builder.warnings),
     )
+
+
+def _pins(pins: list[tuple[str, tuple[str, ...]]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not pins:
+        return ()
+    from .netrules import merge_pins
+
+    return tuple(sorted(merge_pins(pins)))
 
 
 def _one(builder: _Builder, key: str, values: list[tuple[Any, Origin]]) -> Setting[Any] | None:
@@ -476,3 +500,10 @@ def _merge_exposures(builder: _Builder, rules: list[ExposeRule]) -> list[ExposeR
                 "both read-only and read-write",
             )
     return list(by_path.values())
+
+
+def _close(word: str, choices: Iterable[str], n: int = 1, cutoff: float = 0.6) -> list[str]:
+    """Close matches for "did you mean"; difflib is imported only when a rule is wrong."""
+    import difflib
+
+    return difflib.get_close_matches(word, list(choices), n=n, cutoff=cutoff)

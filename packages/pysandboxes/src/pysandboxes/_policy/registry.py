@@ -22,9 +22,11 @@ modules on CPython 3.11 to 3.13, and the CPython 3.14 sources.
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Mapping
 from types import MappingProxyType
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 CATEGORIES: tuple[str, ...] = (
     "process-exec",
@@ -366,6 +368,8 @@ def resolve(qualname: str) -> object | None:
     parts = qualname.split(".")
     for split in range(len(parts) - 1, 0, -1):
         try:
+            import importlib
+
             target: object = importlib.import_module(".".join(parts[:split]))
         except ImportError:
             continue

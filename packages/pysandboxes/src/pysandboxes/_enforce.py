@@ -1,0 +1,139 @@
+"""The one place that decides what a refused access becomes.
+
+Guards report an access with its verdict; an enforcer decides. ``Enforcing`` raises the
+refusal with a message that says what was refused, by which rule, and the exact line that
+would allow it. Learning mode (a later milestone) is another enforcer that records instead
+of raising, not an ``if`` in every guard; ``Recording`` keeps every report for tests.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pysandboxes._policy.model import Access
+from pysandboxes._record import record
+from pysandboxes.errors import RuleApiPermissionError, RuleFileNotFoundError, RulePermissionError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from pysandboxes._policy.model import Verdict
+
+_VERBS = {
+    Access.READ: "Reading",
+    Access.WRITE: "Writing to",
+    Access.CREATE: "Creating",
+    Access.DELETE: "Removing or renaming",
+    Access.EXECUTE: "Executing",
+}
+
+
+@record
+class FileAccess:
+    """One file access as a guard saw it.
+
+    Attributes:
+        named: the path as the program gave it.
+        real: the real path it was judged on.
+        access: what the program does to it.
+        api: the function used, for messages (``open``, ``os.stat``...).
+    """
+
+    named: str
+    real: str
+    access: Access
+    api: str
+
+
+if TYPE_CHECKING:
+
+    class Enforcer(Protocol):
+        """Decides what happens to an access the rules refuse."""
+
+        def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
+            """Called for a refused file access; raise to stop it, return to let it through."""
+            ...
+
+        def refuse_call(self, qualname: str, category: str, message: str) -> None:
+            """Called for a refused sensitive call; raise to stop it, return to let it through."""
+            ...
+
+
+@record
+class Messages:
+    """What a refusal message needs to know about the rules in force.
+
+    Attributes:
+        rule_file: the rule file as shown to the user (``.py-sandboxes``).
+        rule_dir: its directory, to write suggested paths relative to it.
+    """
+
+    rule_file: str
+    rule_dir: str
+
+    def suggestion(self, fix: str | None) -> str:
+        """``Add 'expose-ro=./data' to .py-sandboxes to allow it.``, or ``""``."""
+        if fix is None:
+            return ""
+        key, _, value = fix.partition("=")
+        if value.startswith("/") and self.rule_dir:
+            relative = os.path.relpath(value, self.rule_dir)
+            if not relative.startswith(".."):
+                value = "." if relative == "." else f"./{relative}"
+        return f" Add '{key}={value}' to {self.rule_file} to allow it."
+
+    def file(self, report: FileAccess, verdict: Verdict) -> str:
+        """The message of a refused file access."""
+        shown = f"'{report.named}'"
+        if report.named != report.real:
+            shown += f" ('{report.real}')"
+        verb = _VERBS[report.access]
+        if verdict.hidden and verdict.rule is not None:
+            return f"{verb} {shown} is refused: it is hidden by {verdict.rule}."
+        if verdict.hidden:
+            return f"{verb} {shown} is refused: no rule exposes it." + self.suggestion(verdict.fix)
+        if verdict.rule is not None and verdict.fix is not None:
+            return (
+                f"{verb} {shown} is refused: {verdict.rule} exposes it read-only."
+                + self.suggestion(verdict.fix)
+            )
+        return (
+            f"{verb} {shown} is refused: it is part of the active sandbox configuration, "
+            "which the sandbox may never change."
+        )
+
+
+class Enforcing:
+    """Raise every refusal: the normal mode."""
+
+    def __init__(self, messages: Messages) -> None:
+        self._messages = messages
+
+    def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
+        """Raise ``RuleFileNotFoundError`` (hidden) or ``RulePermissionError``."""
+        message = self._messages.file(report, verdict)
+        rule = str(verdict.rule) if verdict.rule is not None else None
+        if verdict.hidden:
+            raise RuleFileNotFoundError(message, path=report.named, rule=rule)
+        raise RulePermissionError(message, path=report.named, rule=rule)
+
+    def refuse_call(self, qualname: str, category: str, message: str) -> None:
+        """Raise ``RuleApiPermissionError``."""
+        raise RuleApiPermissionError(message, qualname=qualname, category=category)
+
+
+class Recording:
+    """Keep every refused access and let it through: for tests of the guards."""
+
+    def __init__(self) -> None:
+        self.files: list[tuple[FileAccess, Verdict]] = []
+        self.calls: list[tuple[str, str]] = []
+
+    def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
+        """Record the refusal; the access goes on."""
+        self.files.append((report, verdict))
+
+    def refuse_call(self, qualname: str, category: str, message: str) -> None:
+        """Record the refusal; the call goes on."""
+        self.calls.append((qualname, category))

@@ -1,0 +1,1 @@
+"""Guards: they report each access to the enforcer, which decides."""

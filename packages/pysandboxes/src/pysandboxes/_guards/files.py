@@ -1,0 +1,200 @@
+"""The file guard: every file API judged by the same verdict, on the real path.
+
+Most file APIs raise a PEP 578 audit event after converting their path argument and
+before the system call; the audit hook hands those to ``FileGuard.on_event``. The few
+without an event (the ``stat`` family, ``readlink``, ``mkfifo``...) are wrapped. Listings
+leave out what is hidden, and ``open`` is re-checked on the file descriptor it returns,
+so swapping a directory while a path is checked cannot let a read through.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pysandboxes._enforce import FileAccess
+from pysandboxes._policy.model import Access
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+    from pysandboxes._enforce import Enforcer
+    from pysandboxes._policy.judge import FileJudge
+
+    from .paths import Resolver
+
+_READ = Access.READ
+_WRITE = Access.WRITE
+_CREATE = Access.CREATE
+_DELETE = Access.DELETE
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def exact_path(value: object) -> str | None:
+    """``value`` as a plain ``str`` path, without running any code the program supplied.
+
+    A ``str`` or ``bytes`` subclass could override the very methods the guard would call;
+    concatenating with an empty exact string copies its raw characters instead.
+    """
+    kind = type(value)
+    if kind is str:
+        return value  # type: ignore[return-value]
+    if issubclass(kind, str):
+        return str.__add__("", value)  # type: ignore[arg-type]
+    if issubclass(kind, bytes):
+        return os.fsdecode(bytes.__add__(b"", value))  # type: ignore[arg-type]
+    return None
+
+
+class FileGuard:
+    """Judges file accesses and reports refusals to the enforcer."""
+
+    def __init__(self, judge: FileJudge, enforcer: Enforcer, resolver: Resolver) -> None:
+        self.judge = judge
+        self.enforcer = enforcer
+        self.resolver = resolver
+        self._events: Mapping[str, Callable[[tuple[Any, ...]], None]] = {
+            "open": self._open_event,
+            "os.listdir": lambda a: self._path(a[0], _READ, "os.listdir"),
+            "os.scandir": lambda a: self._path(a[0], _READ, "os.scandir"),
+            "os.chdir": lambda a: self._path(a[0], _READ, "os.chdir"),
+            "os.remove": lambda a: self._path(a[0], _DELETE, "os.remove", a[1], follow=False),
+            "os.rmdir": lambda a: self._path(a[0], _DELETE, "os.rmdir", a[1], follow=False),
+            "os.mkdir": lambda a: self._mkdir(a[0], a[2]),
+            "os.rename": self._rename_event,
+            "os.link": self._link_event,
+            "os.symlink": lambda a: self._path(a[1], _CREATE, "os.symlink", a[2], follow=False),
+            "os.chmod": lambda a: self._path(a[0], _WRITE, "os.chmod", a[2]),
+            "os.chown": lambda a: self._path(a[0], _WRITE, "os.chown", a[3]),
+            "os.chflags": lambda a: self._path(a[0], _WRITE, "os.chflags"),
+            "os.lchflags": lambda a: self._path(a[0], _WRITE, "os.lchflags", follow=False),
+            "os.truncate": lambda a: self._path(a[0], _WRITE, "os.truncate"),
+            "os.utime": lambda a: self._path(a[0], _WRITE, "os.utime", a[3]),
+            "os.getxattr": lambda a: self._path(a[0], _READ, "os.getxattr"),
+            "os.listxattr": lambda a: self._path(a[0], _READ, "os.listxattr"),
+            "os.setxattr": lambda a: self._path(a[0], _WRITE, "os.setxattr"),
+            "os.removexattr": lambda a: self._path(a[0], _WRITE, "os.removexattr"),
+            "shutil.rmtree": lambda a: self._path(a[0], _DELETE, "shutil.rmtree", a[1]),
+            "shutil.copyfile": self._copy_event,
+            "sqlite3.connect": self._sqlite_event,
+            "socket.bind": lambda a: self._unix(a, "socket.bind"),
+            "socket.connect": lambda a: self._unix(a, "socket.connect"),
+            "socket.sendto": lambda a: self._unix(a, "socket.sendto"),
+        }
+
+    @property
+    def events(self) -> Mapping[str, Callable[[tuple[Any, ...]], None]]:
+        """Audit events this guard judges, with their handlers."""
+        return self._events
+
+    # -- the verdict -------------------------------------------------------------------
+
+    def check(
+        self,
+        path: object,
+        access: Access,
+        api: str,
+        dir_fd: object = None,
+        *,
+        follow: bool = True,
+        metadata: bool = False,
+    ) -> str | None:
+        """Judge ``access`` to ``path``; return the real path, or refuse.
+
+        File descriptors are not judged: they were, when opened. ``metadata`` marks a
+        ``stat``-like look, which also sees the directories leading to an exposure.
+        """
+        if path is None or type(path) is int:
+            return None
+        named = exact_path(path)
+        if named is None:
+            return None  # converted by the C layer already; nothing path-like remains
+        base = dir_fd if type(dir_fd) is int and dir_fd >= 0 else None
+        absolute = self.resolver.absolute(named, base)
+        if absolute is None:
+            absolute = named  # a dir_fd without a path: judged as named, hence hidden
+        real = self.resolver.real(absolute, follow=follow)
+        verdict = self.judge.judge(real, access)
+        if verdict.allowed or (metadata and self.judge.leads_to_exposure(real)):
+            return real
+        self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
+        return real
+
+    def check_fd(self, fd: int, access: Access, named: str, api: str) -> None:
+        """Judge what an open file descriptor really is (after a possible race)."""
+        real = self.resolver.fd_path(fd)
+        if real is None:
+            return  # a pipe, socket or anonymous file: not a path
+        verdict = self.judge.judge(real, access)
+        if not verdict.allowed:
+            self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
+
+    # -- audit events --------------------------------------------------------------------
+
+    def _path(
+        self, path: object, access: Access, api: str, dir_fd: object = None, *, follow: bool = True
+    ) -> None:
+        if access is _DELETE:
+            self.resolver.forget()
+        self.check(path, access, api, dir_fd, follow=follow)
+
+    def _open_event(self, args: tuple[Any, ...]) -> None:
+        path, mode, flags = args
+        writes = (type(flags) is int and flags & _WRITE_FLAGS) or (
+            type(mode) is str and any(c in mode for c in "wax+")
+        )
+        self.check(path, _WRITE if writes else _READ, "open")
+
+    def _mkdir(self, path: object, dir_fd: object) -> None:
+        real = None
+        try:
+            self.check(path, _CREATE, "os.mkdir", dir_fd, follow=False)
+        except OSError:
+            named = exact_path(path)
+            if named is not None:
+                absolute = self.resolver.absolute(named, dir_fd if type(dir_fd) is int else None)
+                real = self.resolver.real(absolute or named, follow=False)
+            # A directory that leads to an exposure exists, and the rules say so already:
+            # report it as existing, which is what makes os.makedirs(exist_ok=True) work.
+            if real is not None and self.judge.leads_to_exposure(real):
+                raise FileExistsError(17, "File exists", named) from None
+            raise
+
+    def _rename_event(self, args: tuple[Any, ...]) -> None:
+        src, dst, src_dir_fd, dst_dir_fd = args
+        self.resolver.forget()
+        self.check(src, _DELETE, "os.rename", src_dir_fd, follow=False)
+        self.check(dst, _CREATE, "os.rename", dst_dir_fd, follow=False)
+
+    def _link_event(self, args: tuple[Any, ...]) -> None:
+        src, dst, src_dir_fd, dst_dir_fd = args
+        # A hard link is another name for the same file: writing through it writes the
+        # source, so the source must be writable, not only readable.
+        self.check(src, _WRITE, "os.link", src_dir_fd)
+        self.check(dst, _CREATE, "os.link", dst_dir_fd, follow=False)
+
+    def _copy_event(self, args: tuple[Any, ...]) -> None:
+        src, dst = args[0], args[1]
+        self.check(src, _READ, "shutil.copyfile")
+        self.check(dst, _WRITE, "shutil.copyfile")
+
+    def _sqlite_event(self, args: tuple[Any, ...]) -> None:
+        database = exact_path(args[0])
+        if database is None or database in ("", ":memory:"):
+            return
+        if database.startswith("file:"):
+            location, _, query = database[5:].partition("?")
+            if not location or "mode=memory" in query:
+                return
+            access = _READ if "mode=ro" in query else _WRITE
+            self.check(location, access, "sqlite3.connect")
+            return
+        self.check(database, _WRITE, "sqlite3.connect")
+
+    def _unix(self, args: tuple[Any, ...], api: str) -> None:
+        address = args[1] if len(args) > 1 else None
+        named = exact_path(address)
+        if named is None or named.startswith("\0"):
+            return  # an IP address pair, or an abstract socket (judged by the network guard)
+        self.check(named, _WRITE, api)

@@ -1,0 +1,142 @@
+"""How the guards turn what a program names into the path the kernel will use.
+
+Paths are judged on their real path, so ``..``, symlinks and ``dir_fd`` forms cannot
+escape an exposure. Resolving is the costly part of a file verdict, so the real path of
+each directory is cached; every operation of this process that can change what a
+directory name means (rename, rmdir, unlink, symlink, chdir does not matter here: keys
+are absolute) clears the cache. Opens are re-checked on the file descriptor itself
+(``/proc/self/fd``), which no rename can fool.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+#: Types a path may arrive as, once converted; anything else is refused by the guards.
+PathArg = str | bytes | int
+
+_FD_LINK = "/proc/self/fd/{}"
+_CACHE_LIMIT = 4096
+_MAX_LINKS = 40
+
+
+class Resolver:
+    """Resolves paths with functions captured before any guard was installed."""
+
+    def __init__(self) -> None:
+        self._lstat = os.lstat
+        self._readlink = os.readlink
+        self._getcwd = os.getcwd
+        self._fsdecode: Callable[[bytes], str] = os.fsdecode
+        self._dirs: dict[str, str] = {}
+        self._own_proc = f"/proc/{os.getpid()}"
+
+    def forget(self) -> None:
+        """Drop cached directory resolutions: the namespace may have changed."""
+        self._dirs.clear()
+
+    def fd_path(self, fd: int) -> str | None:
+        """The path the kernel holds for an open file descriptor, if it has one."""
+        try:
+            target = self._readlink(_FD_LINK.format(fd))
+        except OSError:
+            return None
+        return self._self_proc(target) if target.startswith("/") else None
+
+    def absolute(self, path: str | bytes, dir_fd: int | None = None) -> str | None:
+        """``path`` made absolute against ``dir_fd`` or the cwd.
+
+        No lexical clean-up: ``link/../x`` goes through the link's target, as the kernel
+        walks it; only ``realpath`` may remove a ``..``.
+        """
+        text = path if isinstance(path, str) else self._fsdecode(path)
+        if not text.startswith("/"):
+            base = self._getcwd() if dir_fd is None else self.fd_path(dir_fd)
+            if base is None:
+                return None
+            text = f"{base}/{text}"
+        return text
+
+    def real(self, path: str, *, follow: bool = True) -> str:
+        """The real path of the absolute ``path``; the last component is kept as is when
+        ``follow`` is false (``lstat``, ``unlink``, ``rename`` act on a link itself).
+
+        This process's own ``/proc/<pid>`` is reported as ``/proc/self``, the name a rule
+        can use.
+        """
+        return self._self_proc(self._real(path, follow=follow))
+
+    def _self_proc(self, real: str) -> str:
+        own = self._own_proc
+        if real.startswith(own) and (len(real) == len(own) or real[len(own)] == "/"):
+            return "/proc/self" + real[len(own) :]
+        return real
+
+    def _real(self, path: str, *, follow: bool) -> str:
+        head, _, name = path.rstrip("/").rpartition("/") if path != "/" else ("", "", "")
+        if name in ("", ".", ".."):
+            return self.realpath(path)
+        parent = self._real_dir(head or "/")
+        candidate = f"{parent}/{name}" if parent != "/" else f"/{name}"
+        if not follow:
+            return candidate
+        try:
+            mode = self._lstat(candidate).st_mode
+        except OSError:
+            return candidate  # does not exist (yet): judged as named
+        if stat.S_ISLNK(mode):
+            return self.realpath(candidate)
+        return candidate
+
+    def _real_dir(self, directory: str) -> str:
+        cached = self._dirs.get(directory)
+        if cached is not None:
+            return cached
+        resolved = self.realpath(directory)
+        if len(self._dirs) >= _CACHE_LIMIT:
+            self._dirs.clear()
+        self._dirs[directory] = resolved
+        return resolved
+
+    def realpath(self, path: str) -> str:
+        """``os.path.realpath`` of an absolute path, with the captured originals.
+
+        The guarded ``os.lstat`` must not judge the components the guard itself walks.
+        """
+        pending = path.split("/")[::-1]
+        resolved = ""
+        links = 0
+        missing = False
+        while pending:
+            part = pending.pop()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                resolved = resolved.rpartition("/")[0]
+                continue
+            candidate = f"{resolved}/{part}"
+            if missing:
+                resolved = candidate
+                continue
+            try:
+                mode = self._lstat(candidate).st_mode
+            except OSError:
+                missing = True  # the rest is judged as named, like realpath(strict=False)
+                resolved = candidate
+                continue
+            if not stat.S_ISLNK(mode):
+                resolved = candidate
+                continue
+            links += 1
+            if links > _MAX_LINKS:
+                return candidate  # a loop: the kernel will refuse it with ELOOP
+            target = self._readlink(candidate)
+            if target.startswith("/"):
+                resolved = ""
+            pending.extend(target.split("/")[::-1])
+        return resolved or "/"

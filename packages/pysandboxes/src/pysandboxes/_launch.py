@@ -1,0 +1,236 @@
+"""Complete mode, the trusted side: read the rules, spawn the sandboxed interpreter, wait.
+
+This process keeps the host environment and the rule files; the sandboxed interpreter it
+spawns gets exactly the variables the rules produce. Before spawning, it blanks its own
+initial environment block, so ``/proc/<parent>/environ`` shows the sandbox nothing. It
+forwards INT, TERM, HUP, QUIT, USR1 and USR2 to the program (those a terminal already
+sent to the whole process group are not sent twice), and ends as the program ended: with
+its exit status, or killed by the same signal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from pysandboxes._policy.discover import discover
+from pysandboxes._policy.envres import resolve_env
+from pysandboxes._policy.lines import display_name
+from pysandboxes._policy.model import ExposeRule, Origin
+from pysandboxes._policy.parser import parse_policy
+from pysandboxes._record import record
+from pysandboxes._spec import BOOT, LaunchSpec, Program, encode
+from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from pysandboxes._policy.discover import Discovery
+    from pysandboxes._policy.model import Policy
+
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+_SI_KERNEL = 0x80  # si_code of a signal the kernel sent, e.g. a terminal's ^C to the group
+_DEVICES = Origin("<devices>", 0, "the standard devices")
+_CERTIFICATES = Origin("<ca-certificates>", 0, "the system's CA certificates")
+_TEMP = Origin("<tempdir>", 0, "the sandbox's private temporary directory")
+_READ_DEVICES = ("/dev/zero", "/dev/urandom", "/dev/random")
+_WRITE_DEVICES = ("/dev/null", "/dev/full")
+_CA_STORES = (
+    "/etc/ssl/certs",
+    "/etc/ssl/cert.pem",
+    "/etc/pki/tls/certs",
+    "/etc/pki/ca-trust/extracted",
+    "/etc/ca-certificates",
+    "/usr/share/ca-certificates",
+)
+
+
+@record
+class LaunchRequest:
+    """A ``python-sb`` run, as the command line gave it.
+
+    Attributes:
+        program: what to run.
+        python_flags: CPython options for the sandboxed interpreter (``-u``, ``-X dev``...).
+        config: ``--pysandboxes-config``, or ``None``.
+        extra_rules: ``--key=value`` rules, as ``key=value`` lines.
+    """
+
+    program: Program
+    python_flags: tuple[str, ...] = ()
+    config: str | None = None
+    extra_rules: tuple[str, ...] = ()
+
+
+def _implicit(tempdir: str) -> tuple[ExposeRule, ...]:
+    rules = [ExposeRule(tempdir, True, True, _TEMP)]
+    rules += [ExposeRule(d, True, False, _DEVICES) for d in _WRITE_DEVICES if os.path.exists(d)]
+    rules += [ExposeRule(d, False, False, _DEVICES) for d in _READ_DEVICES if os.path.exists(d)]
+    for store in _CA_STORES:
+        if os.path.exists(store):
+            real = os.path.realpath(store)
+            rules.append(ExposeRule(real, False, os.path.isdir(real), _CERTIFICATES))
+    return tuple(rules)
+
+
+def load_rules(
+    request: LaunchRequest, cwd: str, env: Mapping[str, str]
+) -> tuple[Policy, Discovery]:
+    """Find and parse the rules of a run. Raises ``ConfigSyntaxError``."""
+    program = request.program
+    found = discover(
+        request.config,
+        script=program.target if program.kind == "script" else None,
+        module=program.target if program.kind == "module" else None,
+        cwd=cwd,
+        search_path=[cwd],
+    )
+    if found.path is None and not request.extra_rules:
+        places = ", ".join(display_name(p, cwd) for p in found.searched)
+        raise ConfigSyntaxError(
+            [
+                ConfigIssue(
+                    display_name(found.default, cwd),
+                    0,
+                    f"no rule file found (looked for {places}). Learning mode, which writes "
+                    "one from what the program does, is not built yet: write the rules "
+                    "(see docs/configuration.md) or give them as --key=value options",
+                )
+            ]
+        )
+    policy = parse_policy(found.path, extra_rules=request.extra_rules, cwd=cwd, env=env)
+    return policy, found
+
+
+def build_spec(
+    request: LaunchRequest, cwd: str, env: Mapping[str, str]
+) -> tuple[LaunchSpec, dict[str, str]]:
+    """The child's spec and environment. The caller owns ``spec.tempdir`` and removes it."""
+    policy, found = load_rules(request, cwd, env)
+    child_env = resolve_env(policy, env)
+    rule_path = found.path or found.default
+    protected = list(policy.rule_files)
+    if policy.learn is not None:
+        protected.append(policy.learn.value)
+    tempdir = make_private_dir()
+    spec = LaunchSpec(
+        policy=policy,
+        program=request.program,
+        rule_file=display_name(rule_path, cwd),
+        rule_dir=os.path.dirname(rule_path),
+        protected=tuple(protected),
+        implicit=_implicit(tempdir),
+        tempdir=tempdir,
+    )
+    return spec, child_env
+
+
+def make_private_dir() -> str:
+    """A new mode-0700 directory for the sandbox's temporary files (``tempfile`` is slow
+    to import and would be needed for this alone)."""
+    base = os.environ.get("TMPDIR") or "/tmp"
+    for _ in range(100):
+        path = os.path.join(base, f"pysandboxes-{os.urandom(6).hex()}")
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return os.path.realpath(path)
+    raise FileExistsError(f"cannot create a private directory in {base}")
+
+
+def remove_tree(path: str) -> None:
+    """Remove the sandbox's temporary directory, whatever the program left in it."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return
+    except OSError:
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def blank_environment_block() -> None:
+    """Overwrite this process's initial environment, what ``/proc/<pid>/environ`` shows.
+
+    ``os.environ`` is a copy and stays usable; only the block the kernel exposes to other
+    processes of the same user is erased.
+    """
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            fields = handle.read().rpartition(b")")[2].split()
+        # Fields after "(comm)" start at field 3; env_start and env_end are fields 50, 51.
+        start, end = int(fields[47]), int(fields[48])
+        if end > start:
+            with open("/proc/self/mem", "r+b", buffering=0) as memory:
+                memory.seek(start)
+                memory.write(b"\0" * (end - start))
+    except (OSError, IndexError, ValueError):
+        pass  # not Linux, or /proc is unavailable: the kernel layer must cover it
+
+
+def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str]) -> int:
+    read_end, write_end = os.pipe()
+    os.set_inheritable(read_end, True)
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    argv = [sys.executable, *flags, "-c", BOOT.format(path=package_parent), str(read_end)]
+    try:
+        pid = os.posix_spawn(sys.executable, argv, child_env, setsigmask=())
+    finally:
+        os.close(read_end)
+    with os.fdopen(write_end, "wb") as pipe:
+        pipe.write(encode(spec))
+    return pid
+
+
+def _wait(pid: int) -> int:
+    """Forward signals until the child ends; return its wait status."""
+    watched = {*FORWARDED, signal.SIGCHLD}
+    while True:
+        info = signal.sigwaitinfo(watched)
+        if info.si_signo != signal.SIGCHLD:
+            if info.si_code != _SI_KERNEL:
+                os.kill(pid, info.si_signo)
+            continue
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return status
+
+
+def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
+    """Run the program under its rules; return its exit status, or die by its signal.
+
+    Raises:
+        ConfigSyntaxError: the rules cannot be used; nothing was started.
+    """
+    cwd = os.path.abspath(cwd or os.getcwd())
+    spec, child_env = build_spec(request, cwd, os.environ)
+    watched = {*FORWARDED, signal.SIGCHLD}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    try:
+        blank_environment_block()
+        pid = _spawn(spec, child_env, request.python_flags)
+        status = _wait(pid)
+    finally:
+        if spec.tempdir is not None:
+            remove_tree(spec.tempdir)
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        signal.signal(number, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous - {number})
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
+        os.kill(os.getpid(), number)
+    signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+    return os.waitstatus_to_exitcode(status)

@@ -1,0 +1,157 @@
+"""Run the program as CPython would: ``__main__``, ``sys.argv``, ``sys.path[0]``, exit.
+
+A script runs in the real ``__main__`` module, ``-m`` through ``runpy`` like CPython
+itself, ``-c`` and piped standard input as ``<string>`` and ``<stdin>``. An uncaught
+exception goes through ``sys.excepthook`` once, with the frames of this framework cut
+away, and ends the process with status 1; ``KeyboardInterrupt`` ends it by SIGINT, as
+CPython does.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import CodeType, TracebackType
+
+    from pysandboxes._spec import Program
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_traceback(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback without this framework's frames, at either end."""
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+        tb = tb.tb_next
+    head = tb
+    while tb is not None and tb.tb_next is not None:
+        if tb.tb_next.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+            tb.tb_next = None  # a guard refused here: the program's own line is the last
+            break
+        tb = tb.tb_next
+    return head
+
+
+def _fresh_main(name: str = "__main__") -> dict[str, object]:
+    main = sys.modules["__main__"]
+    namespace = main.__dict__
+    builtins = namespace.get("__builtins__")
+    namespace.clear()
+    namespace.update(
+        __name__=name,
+        __doc__=None,
+        __package__=None,
+        __loader__=None,
+        __spec__=None,
+        __annotations__={},
+        __builtins__=builtins,
+    )
+    return namespace
+
+
+def prepare(program: Program) -> None:
+    """Set ``sys.argv`` and ``sys.path[0]`` the way CPython sets them for ``program``."""
+    argv0 = {"module": "-m", "command": "-c", "stdin": "-", "repl": ""}.get(
+        program.kind, program.target
+    )
+    sys.argv[:] = [argv0, *program.args]
+    if sys.flags.safe_path:
+        return
+    if program.kind == "script":
+        first = os.path.dirname(os.path.realpath(program.target))
+    elif program.kind == "module":
+        first = os.getcwd()
+    else:
+        first = ""
+    if sys.path and sys.path[0] == "":
+        sys.path[0] = first
+    else:
+        sys.path.insert(0, first)
+
+
+def read_script(path: str) -> CodeType | None:
+    """Read and compile a script before the guards are armed; ``None`` if it is missing.
+
+    Reading the program is the interpreter's work, like CPython opening its argument; what
+    the program then reads is judged.
+    """
+    if os.path.isdir(path) or path.endswith(".zip"):
+        return None  # a directory or archive with __main__.py: runpy reads it
+    with open(path, "rb") as handle:
+        source = handle.read()  # bytes: compile() honours a coding cookie and a BOM
+    return compile(source, path, "exec", dont_inherit=True)
+
+
+def run(program: Program, code: CodeType | None) -> None:
+    """Run the program; does not return on an uncaught exception."""
+    try:
+        if program.kind == "repl":
+            interact(_fresh_main())
+        elif program.kind == "module":
+            import runpy
+
+            runpy._run_module_as_main(program.target, alter_argv=True)  # type: ignore[attr-defined]
+        elif program.kind == "script" and code is None:
+            import runpy
+
+            runpy.run_path(program.target, run_name="__main__")
+        else:
+            namespace = _fresh_main()
+            if program.kind == "script":
+                namespace["__file__"] = program.target
+                namespace["__cached__"] = None
+            if code is not None:
+                exec(code, namespace)  # the program itself, compiled by us
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        report(exc)
+
+
+def compile_program(program: Program) -> CodeType | None:
+    """Compile ``-c`` text or standard input (a script is read by ``read_script``)."""
+    if program.kind == "command":
+        return compile(program.target + "\n", "<string>", "exec", dont_inherit=True)
+    if program.kind == "stdin":
+        return compile(sys.stdin.read(), "<stdin>", "exec", dont_inherit=True)
+    return None
+
+
+def report(exc: BaseException) -> None:
+    """Print an uncaught exception as CPython does and end the process (not under -i)."""
+    tb = user_traceback(exc.__traceback__)
+    exc.__traceback__ = tb
+    sys.excepthook(type(exc), exc, tb)
+    if sys.flags.inspect:
+        return  # -i: CPython shows the traceback, then the prompt
+    if isinstance(exc, KeyboardInterrupt):
+        _die_by_sigint()
+    sys.exit(1)
+
+
+def _die_by_sigint() -> None:
+    import atexit
+    import signal
+
+    atexit._run_exitfuncs()  # type: ignore[attr-defined]
+    for stream in (sys.stdout, sys.stderr):
+        try:  # noqa: SIM105 - contextlib is one more import at start-up
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+def interact(namespace: dict[str, object]) -> None:
+    """The interactive prompt, marked so nobody mistakes it for an unsandboxed one."""
+    import code
+
+    sys.ps1 = "⚠ >>> "
+    sys.ps2 = "⚠ ... "
+    banner = ""
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        banner = f"SANDBOXES Python {sys.version} on {sys.platform}"
+    code.interact(banner=banner, local=namespace, exitmsg="")

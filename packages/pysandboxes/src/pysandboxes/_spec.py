@@ -1,0 +1,148 @@
+"""What the trusted side hands the sandboxed interpreter: the program and its rules.
+
+The spec travels one way only, from the trusted side to the child it has just spawned,
+over a pipe inherited by that child alone. Nothing here decodes what a sandboxed process
+sends back: that is the job of the RPC codec.
+"""
+
+from __future__ import annotations
+
+from pysandboxes._record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pysandboxes._policy.model import ExposeRule, Policy
+
+PROGRAM_KINDS = ("script", "module", "command", "stdin", "repl")
+
+#: The code the trusted side gives ``python -c``: it puts this package on the path (even
+#: under ``-S``), takes it off again, and starts ``pysandboxes._child.main``.
+BOOT = (
+    "import sys;sys.path.insert(0,{path!r});"
+    "from pysandboxes._child import main as _sandbox_main;del sys.path[0];_sandbox_main()"
+)
+
+
+@record
+class Program:
+    """What to run, as CPython's command line says it.
+
+    Attributes:
+        kind: ``script``, ``module`` (``-m``), ``command`` (``-c``), ``stdin`` (``-`` or a
+            pipe) or ``repl``.
+        target: the script path, module name or command text.
+        args: ``sys.argv[1:]`` of the program.
+    """
+
+    kind: str
+    target: str = ""
+    args: tuple[str, ...] = ()
+
+
+@record
+class LaunchSpec:
+    """Everything the sandboxed interpreter needs, resolved by the trusted side.
+
+    Attributes:
+        policy: the parsed rules.
+        program: what to run.
+        rule_file: the rule file as shown in messages.
+        rule_dir: its directory (suggested paths are written relative to it).
+        protected: files the sandbox may never write, create, rename or remove.
+        implicit: exposures the rules do not list: devices, certificates, the private
+            temporary directory.
+        tempdir: the private temporary directory, or ``None``.
+    """
+
+    policy: Policy
+    program: Program
+    rule_file: str
+    rule_dir: str
+    protected: tuple[str, ...]
+    implicit: tuple[ExposeRule, ...]
+    tempdir: str | None
+
+
+def _records() -> dict[str, type]:
+    from pysandboxes._policy import model
+
+    kinds: list[type] = [Program, LaunchSpec]
+    kinds += [
+        model.Origin,
+        model.ExposeRule,
+        model.IgnoreRule,
+        model.EnvRule,
+        model.UnenvRule,
+        model.NetRule,
+        model.ImportRule,
+        model.ApiRule,
+        model.EvalRule,
+        model.ProviderOption,
+        model.Setting,
+        model.Policy,
+    ]
+    return {kind.__name__: kind for kind in kinds}
+
+
+def _plain(value: object) -> object:
+    """A record tree as nested tuples of builtins, which ``marshal`` can carry."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    fields = getattr(type(value), "_fields", None)
+    if fields is not None:
+        return ("R", type(value).__name__, tuple(_plain(getattr(value, f)) for f in fields))
+    if type(value) is tuple:
+        return ("T", tuple(_plain(v) for v in value))  # type: ignore[union-attr]
+    if type(value) is frozenset:
+        return ("F", tuple(sorted(value)))  # type: ignore[arg-type]
+    from pysandboxes._policy.model import Access
+
+    if isinstance(value, Access):
+        return ("A", value.value)
+    from ipaddress import IPv4Network, IPv6Network
+
+    if isinstance(value, (IPv4Network, IPv6Network)):
+        return ("N", str(value))
+    raise TypeError(f"cannot send a {type(value).__name__} to the sandbox")
+
+
+def _rebuild(value: object, records: dict[str, type]) -> object:
+    if type(value) is not tuple:
+        return value
+    item: tuple[Any, ...] = value  # type: ignore[assignment]
+    tag = item[0]
+    if tag == "R":
+        return records[item[1]](*(_rebuild(v, records) for v in item[2]))
+    if tag == "T":
+        return tuple(_rebuild(v, records) for v in item[1])
+    if tag == "F":
+        return frozenset(item[1])
+    if tag == "A":
+        from pysandboxes._policy.model import access_named
+
+        return access_named(item[1])
+    if tag == "N":
+        from ipaddress import ip_network
+
+        return ip_network(item[1])
+    raise ValueError(f"unknown tag {tag!r} in the launch spec")
+
+
+def encode(spec: LaunchSpec) -> bytes:
+    """The spec as bytes for the child's pipe (``marshal``: builtins only, no import)."""
+    import marshal
+
+    return marshal.dumps(_plain(spec))  # type: ignore[arg-type]
+
+
+def decode(data: bytes) -> LaunchSpec:
+    """Read a spec written by ``encode``. It comes from the trusted parent, never a child,
+    and ``marshal`` builds only builtin values; records are rebuilt from a fixed list."""
+    import marshal
+
+    spec = _rebuild(marshal.loads(data), _records())
+    if not isinstance(spec, LaunchSpec):
+        raise TypeError("the launch spec is not a LaunchSpec")
+    return spec

@@ -1,0 +1,138 @@
+"""Split a ``python-sb`` command line the way CPython splits ``python``'s. Pure: no I/O.
+
+``[sandbox options] [python options] (script | -m mod | -c cmd | -) [args...]``: options
+end at the program, and everything after it belongs to the program. Single-letter options
+may be glued (``-Im mod``, ``-mjson.tool``, ``-cprint(1)``, ``-Wdefault``).
+"""
+
+from __future__ import annotations
+
+from pysandboxes._record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+#: CPython options that take no value.
+FLAGS = frozenset("bBdEiIOqsSuvxPR")
+#: CPython options that take a value, glued or as the next argument.
+WITH_VALUE = frozenset("WX")
+#: Long CPython options passed to the sandboxed interpreter as they are.
+PYTHON_LONG = frozenset({"check-hash-based-pycs"})
+#: Long CPython options that only print CPython's help.
+PYTHON_HELP = frozenset({"help-env", "help-xoptions", "help-all"})
+
+
+class UsageError(ValueError):
+    """The command line cannot be understood; the message says why (exit status 2)."""
+
+
+@record
+class Invocation:
+    """What a ``python-sb`` command line asks for.
+
+    Attributes:
+        action: ``run``, ``help``, ``version`` or ``python-help``.
+        kind: ``script``, ``module``, ``command``, ``stdin`` or ``interactive`` (no program:
+            a prompt when standard input is a terminal, else its text is the program).
+        target: the script, module or command.
+        args: the program's arguments.
+        python_flags: options for the sandboxed interpreter, e.g. ``("-u", "-W", "error")``.
+        rules: ``--key=value`` sandbox options, as ``key=value`` rules.
+        config: ``--pysandboxes-config``.
+        learn: ``--learn[=FILE]``: ``None`` when absent, ``""`` for a bare ``--learn``.
+    """
+
+    action: str = "run"
+    kind: str = "interactive"
+    target: str = ""
+    args: tuple[str, ...] = ()
+    python_flags: tuple[str, ...] = ()
+    rules: tuple[str, ...] = ()
+    config: str | None = None
+    learn: str | None = None
+
+
+def split(argv: Sequence[str]) -> Invocation:
+    """Split ``argv`` (without the program name). Raises ``UsageError``."""
+    flags: list[str] = []
+    rules: list[str] = []
+    config: str | None = None
+    learn: str | None = None
+    i = 0
+
+    def result(**kwargs: object) -> Invocation:
+        return Invocation(
+            python_flags=tuple(flags),
+            rules=tuple(rules),
+            config=config,
+            learn=learn,
+            **kwargs,  # type: ignore[arg-type]
+        )
+
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "--":
+            if i < len(argv):
+                return result(kind="script", target=argv[i], args=tuple(argv[i + 1 :]))
+            return result()
+        if arg == "-":
+            return result(kind="stdin", args=tuple(argv[i:]))
+        if arg.startswith("--"):
+            name, equal, value = arg[2:].partition("=")
+            if name == "help":
+                return result(action="help")
+            if name == "version":
+                return result(action="version")
+            if name in PYTHON_HELP:
+                return result(action="python-help", target=f"--{name}")
+            if name in ("pysandboxes-config", *PYTHON_LONG):
+                if not equal:
+                    if i >= len(argv):
+                        raise UsageError(f"option --{name} needs a value")
+                    value = argv[i]
+                    i += 1
+                if name == "pysandboxes-config":
+                    config = value
+                else:
+                    flags.append(f"--{name}={value}")
+            elif name == "learn":
+                learn = value if equal else ""
+            elif not name:
+                raise UsageError(f"invalid option '{arg}'")
+            else:
+                rules.append(f"{name}={value}")
+            continue
+        if arg.startswith("-") and len(arg) > 1:
+            j = 1
+            while j < len(arg):
+                letter = arg[j]
+                rest = arg[j + 1 :]
+                if letter in "cm":
+                    if not rest:
+                        if i >= len(argv):
+                            raise UsageError(f"Argument expected for the -{letter} option")
+                        rest = argv[i]
+                        i += 1
+                    kind = "command" if letter == "c" else "module"
+                    return result(kind=kind, target=rest, args=tuple(argv[i:]))
+                if letter in WITH_VALUE:
+                    if not rest:
+                        if i >= len(argv):
+                            raise UsageError(f"Argument expected for the -{letter} option")
+                        rest = argv[i]
+                        i += 1
+                    flags += [f"-{letter}", rest]
+                    break
+                if letter in "h?":
+                    return result(action="help")
+                if letter == "V":
+                    return result(action="version")
+                if letter not in FLAGS:
+                    raise UsageError(f"Unknown option: -{letter}")
+                flags.append(f"-{letter}")
+                j += 1
+            continue
+        return result(kind="script", target=arg, args=tuple(argv[i:]))
+    return result()
