@@ -44,3 +44,54 @@ def python_sb() -> str:
     if not script.exists():
         pytest.fail(f"python-sb is not installed next to {sys.executable}")
     return str(script)
+
+
+class Runner:
+    """Runs a command in a project directory: ``python-sb`` or plain ``python``.
+
+    Security tests run the same probe both ways: the plain run shows the probe works (the
+    test can fail), the sandboxed run shows it is refused.
+    """
+
+    def __init__(self, command: list[str], project: Path) -> None:
+        self.command = command
+        self.project = project
+
+    def __call__(
+        self,
+        *args: str,
+        env: dict[str, str] | None = None,
+        stdin: str | None = None,
+        timeout: float = 60,
+    ) -> subprocess.CompletedProcess[str]:
+        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8"}
+        return subprocess.run(
+            [*self.command, *args],
+            cwd=self.project,
+            env={**base, **(env or {})},
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty project directory (the cwd of the runs)."""
+    root = tmp_path / "project"
+    root.mkdir()
+    return root
+
+
+@pytest.fixture
+def sb(python_sb: str, project: Path) -> Runner:
+    """``python-sb`` run in ``project``; write ``project / '.py-sandboxes'`` first."""
+    return Runner([python_sb], project)
+
+
+@pytest.fixture
+def py(project: Path) -> Runner:
+    """Plain ``python`` run in ``project``: the positive control of every probe."""
+    return Runner([sys.executable], project)

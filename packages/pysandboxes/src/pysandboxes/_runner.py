@@ -53,9 +53,8 @@ def _fresh_main(name: str = "__main__") -> dict[str, object]:
 
 def prepare(program: Program) -> None:
     """Set ``sys.argv`` and ``sys.path[0]`` the way CPython sets them for ``program``."""
-    argv0 = {"module": "-m", "command": "-c", "stdin": "-", "repl": ""}.get(
-        program.kind, program.target
-    )
+    # stdin: "-" when given on the command line, "" when the program was only piped in.
+    argv0 = {"module": "-m", "command": "-c", "repl": ""}.get(program.kind, program.target)
     sys.argv[:] = [argv0, *program.args]
     if sys.flags.safe_path:
         return
@@ -81,7 +80,7 @@ def read_script(path: str) -> CodeType | None:
         return None  # a directory or archive with __main__.py: runpy reads it
     with open(path, "rb") as handle:
         source = handle.read()  # bytes: compile() honours a coding cookie and a BOM
-    return compile(source, path, "exec", dont_inherit=True)
+    return compile(source, os.path.abspath(path), "exec", dont_inherit=True)
 
 
 def run(program: Program, code: CodeType | None) -> None:
@@ -100,8 +99,10 @@ def run(program: Program, code: CodeType | None) -> None:
         else:
             namespace = _fresh_main()
             if program.kind == "script":
-                namespace["__file__"] = program.target
+                namespace["__file__"] = os.path.abspath(program.target)
                 namespace["__cached__"] = None
+            elif program.kind == "stdin":
+                namespace["__file__"] = "<stdin>"
             if code is not None:
                 exec(code, namespace)  # the program itself, compiled by us
     except SystemExit:

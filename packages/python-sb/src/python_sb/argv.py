@@ -78,7 +78,7 @@ def split(argv: Sequence[str]) -> Invocation:
                 return result(kind="script", target=argv[i], args=tuple(argv[i + 1 :]))
             return result()
         if arg == "-":
-            return result(kind="stdin", args=tuple(argv[i:]))
+            return result(kind="stdin", target="-", args=tuple(argv[i:]))
         if arg.startswith("--"):
             name, equal, value = arg[2:].partition("=")
             if name == "help":

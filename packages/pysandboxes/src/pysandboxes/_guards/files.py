@@ -54,11 +54,13 @@ class FileGuard:
         self.judge = judge
         self.enforcer = enforcer
         self.resolver = resolver
+        # Verdicts reached in stable areas: (absolute, access, follow, metadata) -> real.
+        self._settled: dict[tuple[str, Access, bool, bool], str] = {}
         self._events: Mapping[str, Callable[[tuple[Any, ...]], None]] = {
             "open": self._open_event,
             "os.listdir": lambda a: self._path(a[0], _READ, "os.listdir"),
             "os.scandir": lambda a: self._path(a[0], _READ, "os.scandir"),
-            "os.chdir": lambda a: self._path(a[0], _READ, "os.chdir"),
+            "os.chdir": self._chdir_event,
             "os.remove": lambda a: self._path(a[0], _DELETE, "os.remove", a[1], follow=False),
             "os.rmdir": lambda a: self._path(a[0], _DELETE, "os.rmdir", a[1], follow=False),
             "os.mkdir": lambda a: self._mkdir(a[0], a[2]),
@@ -114,12 +116,47 @@ class FileGuard:
         absolute = self.resolver.absolute(named, base)
         if absolute is None:
             absolute = named  # a dir_fd without a path: judged as named, hence hidden
-        real = self.resolver.real(absolute, follow=follow)
+        key = (absolute, access, follow, metadata)
+        known = self._settled.get(key)
+        if known is not None:
+            return known
+        real, stable = self._resolve(absolute, follow)
         verdict = self.judge.judge(real, access)
         if verdict.allowed or (metadata and self.judge.leads_to_exposure(real)):
+            if stable:
+                if len(self._settled) >= 8192:
+                    self._settled.clear()
+                self._settled[key] = real
             return real
         self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
         return real
+
+    def settled(self, path: str, access: Access) -> bool:
+        """Whether ``path`` was judged in a stable area, where no re-check is needed."""
+        absolute = self.resolver.absolute(path)
+        return absolute is not None and (absolute, access, True, False) in self._settled
+
+    def _resolve(self, absolute: str, follow: bool) -> tuple[str, bool]:
+        """The real path of ``absolute``, and whether it lies in a stable area.
+
+        In a stable area (see ``FileJudge.stable``) resolutions are cached; elsewhere the
+        last component is looked at every time, since the sandbox may replace it.
+        """
+        resolver = self.resolver
+        head, _, name = absolute.rstrip("/").rpartition("/") if absolute != "/" else ("", "", "")
+        if name in ("", ".", ".."):
+            real = resolver.self_proc(resolver.realpath(absolute))
+        else:
+            parent = resolver.real_dir(head or "/")
+            real = f"{parent}/{name}" if parent != "/" else f"/{name}"
+            if follow:
+                rule = self.judge.exposure(real)
+                cache = rule is not None and self.judge.stable(rule)
+                if resolver.is_link(real, cache=cache):
+                    real = resolver.realpath(real)
+            real = resolver.self_proc(real)
+        rule = self.judge.exposure(real)
+        return real, rule is not None and self.judge.stable(rule)
 
     def check_fd(self, fd: int, access: Access, named: str, api: str) -> None:
         """Judge what an open file descriptor really is (after a possible race)."""
@@ -135,9 +172,18 @@ class FileGuard:
     def _path(
         self, path: object, access: Access, api: str, dir_fd: object = None, *, follow: bool = True
     ) -> None:
-        if access is _DELETE:
-            self.resolver.forget()
+        if access is _DELETE or access is _CREATE:
+            self.forget()
         self.check(path, access, api, dir_fd, follow=follow)
+
+    def forget(self) -> None:
+        """The namespace may change: drop every cached resolution and verdict."""
+        self.resolver.forget()
+        self._settled.clear()
+
+    def _chdir_event(self, args: tuple[Any, ...]) -> None:
+        self.resolver.forget_cwd()
+        self.check(args[0], _READ, "os.chdir")
 
     def _open_event(self, args: tuple[Any, ...]) -> None:
         path, mode, flags = args
@@ -163,7 +209,7 @@ class FileGuard:
 
     def _rename_event(self, args: tuple[Any, ...]) -> None:
         src, dst, src_dir_fd, dst_dir_fd = args
-        self.resolver.forget()
+        self.forget()
         self.check(src, _DELETE, "os.rename", src_dir_fd, follow=False)
         self.check(dst, _CREATE, "os.rename", dst_dir_fd, follow=False)
 

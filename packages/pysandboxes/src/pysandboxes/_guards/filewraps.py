@@ -153,13 +153,12 @@ def _open(guard: FileGuard, original: Callable[..., Any]) -> Callable[..., Any]:
         handle = original(file, mode, *args, **kwargs)
         if type(file) is not int:
             writes = type(mode) is str and any(c in mode for c in "wax+")
+            access = Access.WRITE if writes else Access.READ
+            named = os.fsdecode(file)
+            if guard.settled(named, access):
+                return handle  # nothing on the way could be swapped: the check stands
             try:
-                guard.check_fd(
-                    handle.fileno(),
-                    Access.WRITE if writes else Access.READ,
-                    os.fsdecode(file),
-                    "open",
-                )
+                guard.check_fd(handle.fileno(), access, named, "open")
             except BaseException:
                 handle.close()
                 raise

@@ -34,11 +34,39 @@ class Resolver:
         self._getcwd = os.getcwd
         self._fsdecode: Callable[[bytes], str] = os.fsdecode
         self._dirs: dict[str, str] = {}
+        self._links: dict[str, bool] = {}
+        self._cwd: str | None = None
         self._own_proc = f"/proc/{os.getpid()}"
 
     def forget(self) -> None:
-        """Drop cached directory resolutions: the namespace may have changed."""
+        """Drop cached resolutions: the namespace may have changed."""
         self._dirs.clear()
+        self._links.clear()
+        self._cwd = None
+
+    def forget_cwd(self) -> None:
+        """The working directory changed."""
+        self._cwd = None
+
+    def is_link(self, path: str, *, cache: bool) -> bool:
+        """Whether ``path`` is a symlink; ``cache`` where the sandbox cannot change it."""
+        if cache:
+            known = self._links.get(path)
+            if known is not None:
+                return known
+        try:
+            result = stat.S_ISLNK(self._lstat(path).st_mode)
+        except OSError:
+            result = False  # does not exist (yet): judged as named
+        if cache:
+            if len(self._links) >= _CACHE_LIMIT:
+                self._links.clear()
+            self._links[path] = result
+        return result
+
+    def real_dir(self, directory: str) -> str:
+        """The real path of a directory, cached until ``forget``."""
+        return self._real_dir(directory)
 
     def fd_path(self, fd: int) -> str | None:
         """The path the kernel holds for an open file descriptor, if it has one."""
@@ -56,7 +84,12 @@ class Resolver:
         """
         text = path if isinstance(path, str) else self._fsdecode(path)
         if not text.startswith("/"):
-            base = self._getcwd() if dir_fd is None else self.fd_path(dir_fd)
+            if dir_fd is None:
+                base = self._cwd
+                if base is None:
+                    base = self._cwd = self._getcwd()
+            else:
+                base = self.fd_path(dir_fd)
             if base is None:
                 return None
             text = f"{base}/{text}"
@@ -70,6 +103,10 @@ class Resolver:
         can use.
         """
         return self._self_proc(self._real(path, follow=follow))
+
+    def self_proc(self, real: str) -> str:
+        """This process's ``/proc/<pid>`` written ``/proc/self``, as rules name it."""
+        return self._self_proc(real)
 
     def _self_proc(self, real: str) -> str:
         own = self._own_proc

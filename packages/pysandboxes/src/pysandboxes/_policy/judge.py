@@ -47,6 +47,8 @@ class FileJudge:
         # reveals nothing new, and os.makedirs(exist_ok=True) needs it.
         self._leading = frozenset(parent for path in self._exposures for parent in _ancestors(path))
         self.has_ignores = bool(ignores_list)
+        self._writable = tuple(rule.path for rule in self._exposures.values() if rule.writable)
+        self._stable: dict[str, bool] = {}
 
     def exposure(self, path: str) -> ExposeRule | None:
         """The most specific exposure covering the normalised absolute ``path``, if any."""
@@ -61,6 +63,22 @@ class FileJudge:
             if rule is not None and rule.is_dir:
                 return rule
         return None
+
+    def stable(self, rule: ExposeRule) -> bool:
+        """Whether the sandbox can change nothing on the way to what ``rule`` exposes.
+
+        True for a read-only exposure with no read-write exposure above it: there the
+        sandbox can rename nothing and plant no symlink, so what a path resolves to once
+        stays true (the guards then cache it).
+        """
+        known = self._stable.get(rule.path)
+        if known is None:
+            known = not rule.writable and not any(
+                rule.path == root or rule.path.startswith(root.rstrip("/") + "/")
+                for root in self._writable
+            )
+            self._stable[rule.path] = known
+        return known
 
     def leads_to_exposure(self, path: str) -> bool:
         """Whether ``path`` is a directory above an exposure (its existence is no secret)."""

@@ -1,0 +1,101 @@
+"""Cost of complete mode: ``python-sb`` against plain ``python``, in one run, as ratios.
+
+Run with the installed packages: ``python benchmarks/complete.py``. Each guarded
+operation is timed inside the program (best of several rounds), under plain python and
+under python-sb with rules exposing a small tree; start-up is timed from outside.
+Targets (docs/design): start-up <= 100 ms, file operations <= 1.5x, compute 1.0x.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+OPERATIONS = r"""
+import json, os, sys, time
+root = sys.argv[1]
+path = os.path.join(root, "data", "sub", "file.txt")
+folder = os.path.join(root, "data", "sub")
+
+def best(fn, n):
+    result = 1e9
+    for _ in range(7):
+        start = time.perf_counter()
+        fn(n)
+        result = min(result, (time.perf_counter() - start) / n)
+    return result
+
+def open_read(n):
+    for _ in range(n):
+        with open(path) as handle:
+            handle.read()
+
+def stat(n):
+    for _ in range(n):
+        os.stat(path)
+
+def listdir(n):
+    for _ in range(n):
+        os.listdir(folder)
+
+def compute(n):
+    total = 0
+    for i in range(n):
+        total += i * i % 7
+
+print(json.dumps({
+    "open+read": best(open_read, 2000),
+    "os.stat": best(stat, 5000),
+    "os.listdir": best(listdir, 2000),
+    "compute": best(compute, 200000),
+}))
+"""
+
+TARGETS = {"open+read": 1.5, "os.stat": 1.5, "os.listdir": 1.5, "compute": 1.05}
+
+
+def wall(command: list[str], cwd: Path, rounds: int = 15) -> float:
+    best = 1e9
+    for _ in range(rounds):
+        start = time.perf_counter()
+        subprocess.run(command, cwd=cwd, check=True, capture_output=True)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    python_sb = str(Path(sys.executable).with_name("python-sb"))
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        sub = root / "data" / "sub"
+        sub.mkdir(parents=True)
+        for i in range(30):
+            (sub / f"f{i}.txt").write_text("x" * 100)
+        (sub / "file.txt").write_text("hello\n" * 20)
+        (root / "bench.py").write_text(OPERATIONS)
+        (root / ".py-sandboxes").write_text("expose-ro=.\n")
+        start_py = wall([sys.executable, "-c", "pass"], root)
+        start_sb = wall([python_sb, "-c", "pass"], root)
+        plain = json.loads(subprocess.check_output([sys.executable, "bench.py", tmp], cwd=root))
+        boxed = json.loads(subprocess.check_output([python_sb, "bench.py", tmp], cwd=root))
+    print(f"{'measure':<22}{'python':>12}{'python-sb':>12}{'ratio':>8}{'target':>9}")
+    print(
+        f"{'start-up (-c pass)':<22}{start_py * 1e3:>10.1f}ms{start_sb * 1e3:>10.1f}ms"
+        f"{start_sb / start_py:>8.2f}{'<=100ms':>9}"
+    )
+    for name, target in TARGETS.items():
+        ratio = boxed[name] / plain[name]
+        print(
+            f"{name:<22}{plain[name] * 1e6:>10.2f}us{boxed[name] * 1e6:>10.2f}us"
+            f"{ratio:>8.2f}{'<=' + str(target) + 'x':>9}"
+        )
+    os.sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
