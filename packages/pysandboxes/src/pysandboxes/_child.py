@@ -17,10 +17,17 @@ from pysandboxes._guards import filewraps
 from pysandboxes._guards.audit import AuditHook
 from pysandboxes._guards.dynamic import DynamicCodeGuard
 from pysandboxes._guards.files import FileGuard
+from pysandboxes._guards.integrity import IntegrityGuard
 from pysandboxes._guards.paths import Resolver
 from pysandboxes._policy.judge import ApiJudge, FileJudge
 from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._spec import LaunchSpec, decode
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import CodeType
+
+    from pysandboxes._spec import Program
 
 _PYTHON = Origin("<python>", 0, "the interpreter's own files")
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -76,54 +83,83 @@ def install_guards(spec: LaunchSpec) -> None:
     enforcer = Enforcing(Messages(spec.rule_file, spec.rule_dir))
     judge = FileJudge(_exposures(spec, roots), policy.ignore, spec.protected)
     files = FileGuard(judge, enforcer, Resolver())
-    dynamic = DynamicCodeGuard(ApiJudge(policy), enforcer, roots, [_OWN_DIR], spec.rule_file)
+    api = ApiJudge(policy)
+    dynamic = DynamicCodeGuard(api, enforcer, roots, [_OWN_DIR], spec.rule_file)
     hook = AuditHook()
+    hook.globals["__builtins__"] = {}
+    internal = _internal_modules()
+    integrity = IntegrityGuard(
+        [vars(module) for module in internal.values()] + [hook.globals],
+        _classes(internal),
+        hook.globals,
+        [_runner.__dict__],
+        os.path.dirname(os.__file__),
+        api,
+        enforcer,
+        spec.rule_file,
+    )
     hook.add(files.events)
     hook.add(dynamic.events)
+    hook.add(integrity.events)
     hook.install()
-    filewraps.install(files)
+    filewraps.install()
+    _hide(internal)
 
 
-def _use_private_tempdir(path: str) -> None:
-    """Point ``tempfile`` at the sandbox's private directory, without importing it now.
+#: Modules that stay importable as they are: the public surface and what program frames
+#: may show (the runner sits under the program's first frame).
+_PUBLIC = frozenset(
+    {
+        "pysandboxes",
+        "pysandboxes.errors",
+        "pysandboxes._mode",
+        "pysandboxes._record",
+        "pysandboxes._runner",
+        "pysandboxes._version",
+    }
+)
 
-    The variable ``TMPDIR`` is not set: the program sees exactly the variables its rules
-    produce. Instead ``tempfile.tempdir`` is set when the program first imports it.
+
+def _internal_modules() -> dict[str, object]:
+    return {
+        name: module
+        for name, module in list(sys.modules.items())
+        if name.startswith("pysandboxes.") and name not in _PUBLIC
+    }
+
+
+def _classes(modules: dict[str, object]) -> list[type]:
+    found: list[type] = []
+    for name, module in modules.items():
+        for value in vars(module).values():
+            if isinstance(value, type) and value.__module__ == name:
+                found.append(value)
+    return found
+
+
+def _hide(modules: dict[str, object]) -> None:
+    """Take the guards' modules out of reach: importing them again gives fresh copies.
+
+    The objects in force live on only behind the sealed audit hook.
     """
-    if "tempfile" in sys.modules:
-        sys.modules["tempfile"].tempdir = path  # type: ignore[attr-defined]
-        return
-
-    class TempdirFinder:
-        @staticmethod
-        def find_spec(name: str, path_: object = None, target: object = None) -> object:
-            if name != "tempfile":
-                return None
-            sys.meta_path.remove(TempdirFinder)  # type: ignore[arg-type]
-            from importlib.machinery import PathFinder
-
-            spec = PathFinder.find_spec(name)
-            if spec is None or spec.loader is None:
-                return spec
-            loader = spec.loader
-            original = loader.exec_module  # type: ignore[union-attr]
-
-            def exec_module(module: object) -> None:
-                original(module)  # type: ignore[arg-type]
-                module.tempdir = path  # type: ignore[attr-defined]
-
-            loader.exec_module = exec_module  # type: ignore[method-assign]
-            return spec
-
-    sys.meta_path.insert(0, TempdirFinder)  # type: ignore[arg-type]
+    for name in modules:
+        del sys.modules[name]
+        parent, _, child = name.rpartition(".")
+        holder = sys.modules.get(parent) or modules.get(parent)
+        if holder is not None and hasattr(holder, child):  # pyright: ignore[reportUnnecessaryComparison]
+            delattr(holder, child)
 
 
-def main() -> None:
-    """Entry point of the sandboxed interpreter (see ``BOOT``)."""
+def main() -> tuple[Program, CodeType | None]:
+    """Prepare the sandboxed interpreter; return what the boot code then runs.
+
+    The boot code calls ``_runner.run`` itself, so that no frame of this module stays
+    under the program's frames.
+    """
     spec = _read_spec(int(sys.argv[1]))
     _mode.enter_sandbox()
     if spec.tempdir is not None:
-        _use_private_tempdir(spec.tempdir)
+        _runner.use_private_tempdir(spec.tempdir)
     program = spec.program
     code = None
     if program.kind == "script":
@@ -145,4 +181,4 @@ def main() -> None:
             _runner.report(exc)
     _runner.prepare(program)
     install_guards(spec)
-    _runner.run(program, code)
+    return program, code

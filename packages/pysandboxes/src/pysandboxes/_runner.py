@@ -19,15 +19,21 @@ if TYPE_CHECKING:
     from pysandboxes._spec import Program
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+_HOOK_FILE = "<pysandboxes audit hook>"  # the sealed audit hook (see _guards.audit)
+
+
+def _own(tb: TracebackType) -> bool:
+    filename = tb.tb_frame.f_code.co_filename
+    return filename.startswith(_OWN_DIR) or filename == _HOOK_FILE
 
 
 def user_traceback(tb: TracebackType | None) -> TracebackType | None:
     """The traceback without this framework's frames, at either end."""
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+    while tb is not None and _own(tb):
         tb = tb.tb_next
     head = tb
     while tb is not None and tb.tb_next is not None:
-        if tb.tb_next.tb_frame.f_code.co_filename.startswith(_OWN_DIR):
+        if _own(tb.tb_next):
             tb.tb_next = None  # a guard refused here: the program's own line is the last
             break
         tb = tb.tb_next
@@ -156,3 +162,37 @@ def interact(namespace: dict[str, object]) -> None:
     if sys.stdin.isatty() and sys.stdout.isatty():
         banner = f"SANDBOXES Python {sys.version} on {sys.platform}"
     code.interact(banner=banner, local=namespace, exitmsg="")
+
+
+def use_private_tempdir(path: str) -> None:
+    """Point ``tempfile`` at the sandbox's private directory, without importing it now.
+
+    The variable ``TMPDIR`` is not set: the program sees exactly the variables its rules
+    produce. Instead ``tempfile.tempdir`` is set when the program first imports it.
+    """
+    if "tempfile" in sys.modules:
+        sys.modules["tempfile"].tempdir = path  # type: ignore[attr-defined]
+        return
+
+    class TempdirFinder:
+        @staticmethod
+        def find_spec(name: str, path_: object = None, target: object = None) -> object:
+            if name != "tempfile":
+                return None
+            sys.meta_path.remove(TempdirFinder)  # type: ignore[arg-type]
+            from importlib.machinery import PathFinder
+
+            spec = PathFinder.find_spec(name)
+            if spec is None or spec.loader is None:
+                return spec
+            loader = spec.loader
+            original = loader.exec_module  # type: ignore[union-attr]
+
+            def exec_module(module: object) -> None:
+                original(module)  # type: ignore[arg-type]
+                module.tempdir = path  # type: ignore[attr-defined]
+
+            loader.exec_module = exec_module  # type: ignore[method-assign]
+            return spec
+
+    sys.meta_path.insert(0, TempdirFinder)  # type: ignore[arg-type]

@@ -21,7 +21,8 @@ PROGRAM_KINDS = ("script", "module", "command", "stdin", "repl")
 #: under ``-S``), takes it off again, and starts ``pysandboxes._child.main``.
 BOOT = (
     "import sys;sys.path.insert(0,{path!r});"
-    "from pysandboxes._child import main as _sandbox_main;del sys.path[0];_sandbox_main()"
+    "from pysandboxes._child import main as _m;from pysandboxes._runner import run as _r;"
+    "del sys.path[0];_r(*_m())"
 )
 
 

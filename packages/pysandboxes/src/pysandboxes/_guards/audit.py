@@ -2,17 +2,21 @@
 
 An audit hook cannot be removed once added, and CPython calls it from C after each API has
 converted its arguments, so it sees what the system call will use. It dispatches the events
-the guards know to their handlers; the handlers raise to refuse.
+the guards know to their handlers; a handler raises to refuse.
 
-Events raised while a handler runs (the guard's own ``lstat`` or ``sys._getframe``) are
-not judged again: a per-thread flag marks the hook busy. The hook calls no code the
-program supplied, so nothing of the program can run while that flag is set.
+The hook is sealed, because a refusal's traceback hands the program the hook's frame:
+its function is built with no globals it reads and no closure, the dispatcher being a
+constant of its code object, and it clears the traceback and context of what it raises.
+So that frame shows the program only the event and its arguments. The dispatcher keeps a
+per-thread "busy" mark so that events raised by the guards' own work are not judged again;
+no code of the program ever runs while it is set.
 """
 
 from __future__ import annotations
 
 import sys
 from _thread import _local
+from types import CodeType, FunctionType, MappingProxyType
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,41 +25,78 @@ if TYPE_CHECKING:
 
     Handler = Callable[[tuple[Any, ...]], None]
 
+# `0` and `1` are placeholders, replaced in the code object by the dispatcher and by
+# BaseException: a constant cannot be rebound through the frame's globals or builtins.
+_SEALED_SOURCE = """
+def hook(event, args):
+    try:
+        0(event, args)
+    except 1 as refusal:
+        refusal.__context__ = None
+        refusal.__cause__ = None
+        raise refusal.with_traceback(None)
+"""
+#: The file name of the sealed hook's code, as tracebacks show it.
+HOOK_FILENAME = "<pysandboxes audit hook>"
+
 
 class AuditHook:
-    """Dispatches audit events to the guards' handlers."""
+    """Collects the guards' handlers, then installs the sealed hook."""
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
-        self._state = _local()
+        self.globals: dict[str, object] = {}
 
     def add(self, handlers: Mapping[str, Handler]) -> None:
         """Route more events; several guards may watch one event, in order."""
         for event, handler in handlers.items():
             known = self._handlers.get(event)
-            if known is None:
-                self._handlers[event] = handler
-            else:
-                self._handlers[event] = _chain(known, handler)
+            self._handlers[event] = handler if known is None else _chain(known, handler)
 
-    def install(self) -> None:
-        """Add the hook to the interpreter, for good."""
-        handlers = self._handlers
-        state = self._state
-
-        def hook(event: str, args: tuple[Any, ...]) -> None:
-            if type(event) is not str:
-                return  # sys.audit() with an odd name from the program: nothing happens
-            handler = handlers.get(event)
-            if handler is None or getattr(state, "busy", False):
-                return
-            state.busy = True
-            try:
-                handler(args)
-            finally:
-                state.busy = False
-
+    def install(self) -> FunctionType:
+        """Add the hook to the interpreter, for good; return it (for tests only)."""
+        hook = seal(_dispatcher(MappingProxyType(dict(self._handlers))), self.globals)
         sys.addaudithook(hook)
+        return hook
+
+
+def _dispatcher(handlers: Mapping[str, Handler]) -> Callable[[str, tuple[Any, ...]], None]:
+    state = _local()
+
+    def dispatch(event: str, args: tuple[Any, ...]) -> None:
+        if type(event) is not str:
+            return  # sys.audit() with an odd name from the program: nothing happens
+        handler = handlers.get(event)
+        if handler is None or getattr(state, "busy", False):
+            return
+        state.busy = True
+        try:
+            handler(args)
+        finally:
+            state.busy = False
+
+    return dispatch
+
+
+def seal(
+    dispatch: Callable[[str, tuple[Any, ...]], None], globals_: dict[str, object]
+) -> FunctionType:
+    """Build the sealed hook around ``dispatch`` (see the module docstring)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "'int' object is not callable": on purpose
+        module = compile(_SEALED_SOURCE, HOOK_FILENAME, "exec")
+    code = next(c for c in module.co_consts if isinstance(c, CodeType))
+    consts = tuple(
+        dispatch
+        if (type(c) is int and c == 0)
+        else BaseException
+        if (type(c) is int and c == 1)
+        else c
+        for c in code.co_consts
+    )
+    return FunctionType(code.replace(co_consts=consts), globals_, "hook")
 
 
 def _chain(first: Handler, second: Handler) -> Handler:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sys
 
+from .audit import HOOK_FILENAME
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -35,7 +37,7 @@ class DynamicCodeGuard:
     ) -> None:
         self._allowed = any(api.judge(name).allowed for name in _DYNAMIC)
         self._ambient = tuple(ambient_roots)
-        self._own = tuple(own_files)
+        self._own = (*own_files, HOOK_FILENAME)
         self._rule_file = rule_file
         self._enforcer = enforcer
         self._getframe: Callable[[int], FrameType] = sys._getframe  # pyright: ignore[reportPrivateUsage]

@@ -83,6 +83,11 @@ class FileGuard:
             "socket.bind": lambda a: self._unix(a, "socket.bind"),
             "socket.connect": lambda a: self._unix(a, "socket.connect"),
             "socket.sendto": lambda a: self._unix(a, "socket.sendto"),
+            # Raised by the wrappers of the functions CPython does not audit:
+            "pysandboxes.metadata": self._metadata_event,
+            "pysandboxes.create": lambda a: self._path(a[1], _CREATE, a[0], a[2], follow=False),
+            "pysandboxes.listing": self._listing_event,
+            "pysandboxes.opened": self._opened_event,
         }
 
     @property
@@ -184,6 +189,44 @@ class FileGuard:
     def _chdir_event(self, args: tuple[Any, ...]) -> None:
         self.resolver.forget_cwd()
         self.check(args[0], _READ, "os.chdir")
+
+    def _metadata_event(self, args: tuple[Any, ...]) -> None:
+        api, path, dir_fd, follow = args
+        self.check(path, _READ, api, dir_fd, follow=follow is True, metadata=True)
+
+    def _listing_event(self, args: tuple[Any, ...]) -> None:
+        """Remove the hidden entries from a listing, in place (the list is the wrapper's)."""
+        path, names = args
+        if not self.judge.has_ignores or type(names) is not list:
+            return
+        if type(path) is int:
+            base = self.resolver.fd_path(path)
+        else:
+            named = exact_path(path) if path is not None else "."
+            absolute = self.resolver.absolute(named) if named is not None else None
+            base = self.resolver.real(absolute) if absolute is not None else None
+        if base is None:
+            return
+        prefix = base.rstrip("/")
+        judge = self.judge
+        entries: list[object] = names  # type: ignore[assignment]
+        kept: list[object] = []
+        for name in entries:
+            if type(name) is str or type(name) is bytes:
+                real = f"{prefix}/{os.fsdecode(name)}"  # type: ignore[arg-type]
+                if judge.judge(real, _READ).allowed or judge.leads_to_exposure(real):
+                    kept.append(name)
+        entries[:] = kept
+
+    def _opened_event(self, args: tuple[Any, ...]) -> None:
+        """Judge what ``open`` really opened: the kernel's answer, after any race."""
+        fd, named, writes = args
+        name = exact_path(named)
+        if type(fd) is not int or name is None:
+            return
+        access = _WRITE if writes is True else _READ
+        if not self.settled(name, access):
+            self.check_fd(fd, access, name, "open")
 
     def _open_event(self, args: tuple[Any, ...]) -> None:
         path, mode, flags = args

@@ -1,13 +1,15 @@
 """Wrappers for the file functions that raise no audit event, or need a second look.
 
 ``stat``, ``lstat``, ``access``, ``readlink``, ``statvfs``, ``pathconf``, ``mkfifo`` and
-``mknod`` have no audit event, so they are wrapped; a hidden path then looks absent, as it
-would without the file. ``listdir`` and ``scandir`` leave out hidden entries. ``open`` is
-checked again on the descriptor it returns: the kernel's answer to "what did I open?".
+``mknod`` have no audit event; their wrappers raise one (``pysandboxes.metadata``,
+``pysandboxes.create``) so that the audit hook judges them like everything else: a hidden
+path then looks absent, as it would without the file. ``listdir`` and ``scandir`` hand
+their names to the hook, which removes the hidden ones. ``open`` reports the descriptor
+it got, which the hook judges again: the kernel's answer to "what did I open?".
 
-Each wrapper converts its path argument once, so a path object cannot answer differently
-to the guard and to the system call; the original is captured in a closure and never
-exposed through ``__wrapped__``.
+The wrappers hold nothing but the original function: no guard state is reachable from
+them. Each converts its path argument once, so a path object cannot answer one thing to
+the guard and another to the system call.
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ import builtins
 import io
 import os
 import posix
-
-from pysandboxes._policy.model import Access
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,15 +26,14 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any
 
-    from .files import FileGuard
-
-_NO_FOLLOW_DEFAULT = {"lstat"}
+_NO_FOLLOW = frozenset({"lstat", "readlink"})
 _METADATA = ("stat", "lstat", "access", "readlink", "statvfs", "pathconf")
 _CREATING = ("mkfifo", "mknod")
+_WRITE_MODES = frozenset("wax+")
 
 
 def _dress(wrapper: Callable[..., Any], original: Callable[..., Any]) -> Callable[..., Any]:
-    """Make the wrapper look like the original to help(), IPython and inspect."""
+    """Make the wrapper look like the original to help() and IPython."""
     wrapper.__name__ = original.__name__
     wrapper.__qualname__ = getattr(original, "__qualname__", original.__name__)
     wrapper.__doc__ = original.__doc__
@@ -51,52 +51,48 @@ def _path_arg(value: object) -> object:
     return os.fspath(value)  # type: ignore[arg-type]
 
 
-def _metadata(guard: FileGuard, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
-    follow_default = name not in _NO_FOLLOW_DEFAULT
+def _metadata(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     api = f"os.{name}"
+    follow_default = name not in _NO_FOLLOW
+    audit = sys.audit
 
     def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
         path = _path_arg(path)
-        follow = kwargs.get("follow_symlinks", follow_default) and name != "readlink"
-        guard.check(
-            path, Access.READ, api, kwargs.get("dir_fd"), follow=bool(follow), metadata=True
-        )
+        follow = bool(kwargs.get("follow_symlinks", follow_default)) and name != "readlink"
+        audit("pysandboxes.metadata", api, path, kwargs.get("dir_fd"), follow)
         return original(path, *args, **kwargs)
 
     return _dress(wrapper, original)
 
 
-def _creating(guard: FileGuard, name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _creating(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
     api = f"os.{name}"
+    audit = sys.audit
 
     def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
         path = _path_arg(path)
-        guard.check(path, Access.CREATE, api, kwargs.get("dir_fd"), follow=False)
+        audit("pysandboxes.create", api, path, kwargs.get("dir_fd"))
         return original(path, *args, **kwargs)
 
     return _dress(wrapper, original)
 
 
-class _FilteredScandir:
-    """``os.scandir`` without the hidden entries, still a context manager."""
+class _Entries:
+    """What ``os.scandir`` returns, without the hidden entries; still a context manager."""
 
-    def __init__(self, entries: Any, keep: Callable[[str], bool]) -> None:
-        self._entries = entries
-        self._keep = keep
+    def __init__(self, entries: list[os.DirEntry[Any]]) -> None:
+        self._entries = iter(entries)
 
     def __iter__(self) -> Iterator[os.DirEntry[Any]]:
         return self
 
     def __next__(self) -> os.DirEntry[Any]:
-        while True:
-            entry = next(self._entries)
-            if self._keep(os.fsdecode(entry.name)):
-                return entry
+        return next(self._entries)
 
     def close(self) -> None:
-        self._entries.close()
+        self._entries = iter(())
 
-    def __enter__(self) -> _FilteredScandir:
+    def __enter__(self) -> _Entries:
         return self
 
     def __exit__(
@@ -105,60 +101,45 @@ class _FilteredScandir:
         self.close()
 
 
-def _listing(guard: FileGuard, path: object) -> Callable[[str], bool] | None:
-    """A predicate for the entries of ``path`` that may be shown, or ``None`` for all."""
-    if not guard.judge.has_ignores:
-        return None  # every entry of an exposed directory is exposed by the same rule
-    if type(path) is int:
-        base = guard.resolver.fd_path(path)
-    else:
-        absolute = guard.resolver.absolute(os.fsdecode(path or "."))  # type: ignore[arg-type]
-        base = guard.resolver.real(absolute) if absolute is not None else None
-    if base is None:
-        return None
-    prefix = base.rstrip("/")
+def _listdir(original: Callable[..., Any]) -> Callable[..., Any]:
+    audit = sys.audit
 
-    def keep(name: str) -> bool:
-        real = f"{prefix}/{name}"
-        return guard.judge.judge(real, Access.READ).allowed or guard.judge.leads_to_exposure(real)
-
-    return keep
-
-
-def _listdir(guard: FileGuard, original: Callable[..., Any]) -> Callable[..., Any]:
     def listdir(path: Any = None) -> Any:
         path = _path_arg(path)
         names = original(path) if path is not None else original()
-        keep = _listing(guard, path)
-        if keep is None:
-            return names
-        return [n for n in names if keep(os.fsdecode(n))]
+        audit("pysandboxes.listing", path, names)
+        return names
 
     return _dress(listdir, original)
 
 
-def _scandir(guard: FileGuard, original: Callable[..., Any]) -> Callable[..., Any]:
+def _scandir(original: Callable[..., Any]) -> Callable[..., Any]:
+    audit = sys.audit
+
     def scandir(path: Any = None) -> Any:
         path = _path_arg(path)
-        entries = original(path) if path is not None else original()
-        keep = _listing(guard, path)
-        return entries if keep is None else _FilteredScandir(entries, keep)
+        with original(path) if path is not None else original() as found:
+            entries = list(found)
+        names = [entry.name for entry in entries]
+        audit("pysandboxes.listing", path, names)
+        if len(names) != len(entries):
+            kept = set(names)
+            entries = [entry for entry in entries if entry.name in kept]
+        return _Entries(entries)
 
     return _dress(scandir, original)
 
 
-def _open(guard: FileGuard, original: Callable[..., Any]) -> Callable[..., Any]:
+def _open(original: Callable[..., Any]) -> Callable[..., Any]:
+    audit = sys.audit
+
     def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         file = _path_arg(file)
         handle = original(file, mode, *args, **kwargs)
         if type(file) is not int:
-            writes = type(mode) is str and any(c in mode for c in "wax+")
-            access = Access.WRITE if writes else Access.READ
-            named = os.fsdecode(file)
-            if guard.settled(named, access):
-                return handle  # nothing on the way could be swapped: the check stands
+            writes = type(mode) is str and not _WRITE_MODES.isdisjoint(mode)
             try:
-                guard.check_fd(handle.fileno(), access, named, "open")
+                audit("pysandboxes.opened", handle.fileno(), os.fsdecode(file), writes)
             except BaseException:
                 handle.close()
                 raise
@@ -167,7 +148,7 @@ def _open(guard: FileGuard, original: Callable[..., Any]) -> Callable[..., Any]:
     return _dress(open, original)
 
 
-def install(guard: FileGuard) -> None:
+def install() -> None:
     """Replace the file functions in ``os``, ``posix``, ``io`` and ``builtins``.
 
     ``posix`` is patched too: the import system calls ``posix.stat`` and
@@ -177,14 +158,13 @@ def install(guard: FileGuard) -> None:
         original = getattr(posix, name, None)
         if original is None:
             continue
-        factory = _metadata if name in _METADATA else _creating
-        wrapper = factory(guard, name, original)
+        wrapper = (_metadata if name in _METADATA else _creating)(name, original)
         setattr(posix, name, wrapper)
         setattr(os, name, wrapper)
     for name, factory in (("listdir", _listdir), ("scandir", _scandir)):
-        wrapper = factory(guard, getattr(posix, name))
+        wrapper = factory(getattr(posix, name))
         setattr(posix, name, wrapper)
         setattr(os, name, wrapper)
-    opener = _open(guard, builtins.open)
+    opener = _open(builtins.open)
     builtins.open = opener
     io.open = opener
