@@ -158,8 +158,7 @@ def main() -> tuple[Program, CodeType | None]:
     """
     spec = _read_spec(int(sys.argv[1]))
     _mode.enter_sandbox()
-    if spec.tempdir is not None:
-        _runner.use_private_tempdir(spec.tempdir)
+    _runner.adjust_on_import(spec.tempdir)
     program = spec.program
     code = None
     if program.kind == "script":

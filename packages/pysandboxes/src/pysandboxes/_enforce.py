@@ -85,6 +85,11 @@ class Messages:
 
     def file(self, report: FileAccess, verdict: Verdict) -> str:
         """The message of a refused file access."""
+        if report.real == "\0unknowable path object":
+            return (
+                f"{_VERBS[report.access]} a path given as {report.named} is refused: the "
+                "sandbox cannot read such a path without running its code. Pass str(path)."
+            )
         shown = f"'{report.named}'"
         if report.named != report.real:
             shown += f" ('{report.real}')"

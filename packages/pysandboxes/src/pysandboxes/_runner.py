@@ -14,6 +14,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import CodeType, TracebackType
 
     from pysandboxes._spec import Program
@@ -164,35 +165,60 @@ def interact(namespace: dict[str, object]) -> None:
     code.interact(banner=banner, local=namespace, exitmsg="")
 
 
-def use_private_tempdir(path: str) -> None:
-    """Point ``tempfile`` at the sandbox's private directory, without importing it now.
+def adjust_on_import(tempdir: str | None) -> None:
+    """Adjust two standard modules when the program first imports them.
 
-    The variable ``TMPDIR`` is not set: the program sees exactly the variables its rules
-    produce. Instead ``tempfile.tempdir`` is set when the program first imports it.
+    ``tempfile`` gets the sandbox's private directory (``TMPDIR`` is not set: the
+    program sees exactly the variables its rules produce). ``sqlite3.connect`` converts a
+    path object once, before its audit event, so the guard judges the path the database
+    really opens. Nothing is imported ahead of the program.
     """
-    if "tempfile" in sys.modules:
-        sys.modules["tempfile"].tempdir = path  # type: ignore[attr-defined]
-        return
+    adjustments: dict[str, Callable[[object], None]] = {"sqlite3": _convert_sqlite_paths}
+    if tempdir is not None:
+        adjustments["tempfile"] = lambda module: setattr(module, "tempdir", tempdir)
+    for name in [n for n in adjustments if n in sys.modules]:
+        adjustments.pop(name)(sys.modules[name])
+    if adjustments:
+        sys.meta_path.insert(0, _AfterImport(adjustments))  # type: ignore[arg-type]
 
-    class TempdirFinder:
-        @staticmethod
-        def find_spec(name: str, path_: object = None, target: object = None) -> object:
-            if name != "tempfile":
-                return None
-            sys.meta_path.remove(TempdirFinder)  # type: ignore[arg-type]
-            from importlib.machinery import PathFinder
 
-            spec = PathFinder.find_spec(name)
-            if spec is None or spec.loader is None:
-                return spec
-            loader = spec.loader
-            original = loader.exec_module  # type: ignore[union-attr]
+class _AfterImport:
+    """A meta-path finder that lets the real finders work, then adjusts the module."""
 
-            def exec_module(module: object) -> None:
-                original(module)  # type: ignore[arg-type]
-                module.tempdir = path  # type: ignore[attr-defined]
+    def __init__(self, adjustments: dict[str, Callable[[object], None]]) -> None:
+        self._adjustments = adjustments
 
-            loader.exec_module = exec_module  # type: ignore[method-assign]
+    def find_spec(self, name: str, path: object = None, target: object = None) -> object:
+        adjust = self._adjustments.pop(name, None)
+        if adjust is None:
+            return None
+        if not self._adjustments:
+            sys.meta_path.remove(self)  # type: ignore[arg-type]
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path)  # type: ignore[arg-type]
+        if spec is None or spec.loader is None:
             return spec
+        original = spec.loader.exec_module  # type: ignore[union-attr]
 
-    sys.meta_path.insert(0, TempdirFinder)  # type: ignore[arg-type]
+        def exec_module(module: object) -> None:
+            original(module)  # type: ignore[arg-type]
+            adjust(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign, union-attr]
+        return spec
+
+
+def _convert_sqlite_paths(module: object) -> None:
+    original: Callable[..., object] = module.connect  # type: ignore[attr-defined]
+
+    def connect(database: object, *args: object, **kwargs: object) -> object:
+        if not isinstance(database, (str, bytes)):
+            database = os.fspath(database)  # type: ignore[arg-type]
+        return original(database, *args, **kwargs)
+
+    connect.__doc__ = original.__doc__
+    module.connect = connect  # type: ignore[attr-defined]
+    dbapi2 = sys.modules.get("sqlite3.dbapi2")
+    if dbapi2 is not None and getattr(dbapi2, "connect", None) is original:
+        dbapi2.connect = connect  # type: ignore[attr-defined]

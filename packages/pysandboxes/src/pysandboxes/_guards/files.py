@@ -10,9 +10,10 @@ so swapping a directory while a path is checked cannot let a read through.
 from __future__ import annotations
 
 import os
+import pathlib
 
 from pysandboxes._enforce import FileAccess
-from pysandboxes._policy.model import Access
+from pysandboxes._policy.model import Access, Verdict
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,20 +32,58 @@ _DELETE = Access.DELETE
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
+#: A path the guard cannot know without running the program's code: always refused.
+UNKNOWABLE = "\0unknowable path object"
+
+
 def exact_path(value: object) -> str | None:
     """``value`` as a plain ``str`` path, without running any code the program supplied.
 
     A ``str`` or ``bytes`` subclass could override the very methods the guard would call;
-    concatenating with an empty exact string copies its raw characters instead.
+    concatenating with an empty exact string copies its raw characters instead. A
+    ``pathlib`` path with the standard methods is read the way ``os.fspath`` reads it (its
+    text is computed once, then cached). Any other object (some events carry the
+    argument as given, e.g. ``io.FileIO``) gives ``UNKNOWABLE``: asking it again could get
+    a different answer than the system call got. ``None`` means "no path" (an int is a
+    descriptor).
     """
     kind = type(value)
     if kind is str:
         return value  # type: ignore[return-value]
+    if value is None or kind is int:
+        return None
     if issubclass(kind, str):
         return str.__add__("", value)  # type: ignore[arg-type]
     if issubclass(kind, bytes):
         return os.fsdecode(bytes.__add__(b"", value))  # type: ignore[arg-type]
-    return None
+    if kind in _PATH_CLASSES and _pathlib_untouched():
+        try:
+            # The slot the path's own __fspath__ filled when the call converted it; read
+            # through the class's descriptor, so no code of the program runs.
+            text = _PATH_TEXT.__get__(value, kind)  # type: ignore[union-attr]
+        except AttributeError:
+            return UNKNOWABLE
+        if type(text) is str:
+            return text
+    return UNKNOWABLE
+
+
+# pathlib is imported when the sandbox starts, before any program code: these are the
+# real classes, whatever the program later puts in sys.modules.
+_PATH_CLASSES = frozenset({pathlib.PurePosixPath, pathlib.PosixPath})
+_PATH_TEXT = vars(pathlib.PurePath).get("_str")
+_PATH_METHODS = tuple(
+    (klass, vars(klass).get("__fspath__"), vars(klass).get("__str__"))
+    for klass in {*pathlib.PosixPath.__mro__, *pathlib.PurePosixPath.__mro__}
+)
+
+
+def _pathlib_untouched() -> bool:
+    """Whether the program left pathlib's conversion methods as they were at start."""
+    return all(
+        vars(klass).get("__fspath__") is fspath and vars(klass).get("__str__") is text
+        for klass, fspath, text in _PATH_METHODS
+    )
 
 
 class FileGuard:
@@ -77,7 +116,9 @@ class FileGuard:
             "os.listxattr": lambda a: self._path(a[0], _READ, "os.listxattr"),
             "os.setxattr": lambda a: self._path(a[0], _WRITE, "os.setxattr"),
             "os.removexattr": lambda a: self._path(a[0], _WRITE, "os.removexattr"),
-            "shutil.rmtree": lambda a: self._path(a[0], _DELETE, "shutil.rmtree", a[1]),
+            # shutil's events come before the os calls that do the work (each judged too):
+            # they refuse early, before a half-done copy or removal.
+            "shutil.rmtree": self._rmtree_event,
             "shutil.copyfile": self._copy_event,
             "sqlite3.connect": self._sqlite_event,
             "socket.bind": lambda a: self._unix(a, "socket.bind"),
@@ -116,7 +157,13 @@ class FileGuard:
             return None
         named = exact_path(path)
         if named is None:
-            return None  # converted by the C layer already; nothing path-like remains
+            return None
+        if named is UNKNOWABLE:
+            self.enforcer.refuse_file(
+                FileAccess(f"<{type(path).__name__} object>", UNKNOWABLE, access, api),
+                Verdict(False, None, hidden=True),
+            )
+            return None
         base = dir_fd if type(dir_fd) is int and dir_fd >= 0 else None
         absolute = self.resolver.absolute(named, base)
         if absolute is None:
@@ -265,8 +312,14 @@ class FileGuard:
 
     def _copy_event(self, args: tuple[Any, ...]) -> None:
         src, dst = args[0], args[1]
-        self.check(src, _READ, "shutil.copyfile")
-        self.check(dst, _WRITE, "shutil.copyfile")
+        if exact_path(src) is not UNKNOWABLE:
+            self.check(src, _READ, "shutil.copyfile")
+        if exact_path(dst) is not UNKNOWABLE:
+            self.check(dst, _WRITE, "shutil.copyfile")
+
+    def _rmtree_event(self, args: tuple[Any, ...]) -> None:
+        if exact_path(args[0]) is not UNKNOWABLE:
+            self._path(args[0], _DELETE, "shutil.rmtree", args[1])
 
     def _sqlite_event(self, args: tuple[Any, ...]) -> None:
         database = exact_path(args[0])
@@ -284,6 +337,6 @@ class FileGuard:
     def _unix(self, args: tuple[Any, ...], api: str) -> None:
         address = args[1] if len(args) > 1 else None
         named = exact_path(address)
-        if named is None or named.startswith("\0"):
+        if named is None or named is UNKNOWABLE or named.startswith("\0"):
             return  # an IP address pair, or an abstract socket (judged by the network guard)
         self.check(named, _WRITE, api)
