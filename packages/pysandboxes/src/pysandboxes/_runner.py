@@ -213,11 +213,12 @@ def _convert_sqlite_paths(module: object) -> None:
     original: Callable[..., object] = module.connect  # type: ignore[attr-defined]
 
     def connect(database: object, *args: object, **kwargs: object) -> object:
+        converted: object = database
         if not isinstance(database, (str, bytes)):
-            database = os.fspath(database)  # type: ignore[arg-type]
-        return original(database, *args, **kwargs)
+            converted = os.fspath(database)  # type: ignore[arg-type]
+        return original(converted, *args, **kwargs)
 
-    connect.__doc__ = original.__doc__
+    connect.__doc__ = getattr(original, "__doc__", None)
     module.connect = connect  # type: ignore[attr-defined]
     dbapi2 = sys.modules.get("sqlite3.dbapi2")
     if dbapi2 is not None and getattr(dbapi2, "connect", None) is original:
