@@ -210,7 +210,7 @@ class _AfterImport:
 
 
 def _convert_sqlite_paths(module: object) -> None:
-    original: Callable[..., object] = module.connect  # type: ignore[attr-defined]
+    original: Callable[..., object] = getattr(module, "connect")  # noqa: B009
 
     def connect(database: object, *args: object, **kwargs: object) -> object:
         converted: object = database
@@ -218,7 +218,7 @@ def _convert_sqlite_paths(module: object) -> None:
             converted = os.fspath(database)  # type: ignore[arg-type]
         return original(converted, *args, **kwargs)
 
-    connect.__doc__ = getattr(original, "__doc__", None)
+    connect.__doc__ = str(getattr(original, "__doc__", "") or "")
     module.connect = connect  # type: ignore[attr-defined]
     dbapi2 = sys.modules.get("sqlite3.dbapi2")
     if dbapi2 is not None and getattr(dbapi2, "connect", None) is original:
