@@ -76,15 +76,22 @@ def _exposures(spec: LaunchSpec, roots: list[str]) -> list[ExposeRule]:
     return list(by_path.values())
 
 
-def install_guards(spec: LaunchSpec) -> None:
+def install_guards(spec: LaunchSpec, roots: list[str]) -> None:
     """Install the audit hook and the wrappers; nothing of the program has run yet."""
-    roots = interpreter_roots()
     policy = spec.policy
     enforcer = Enforcing(Messages(spec.rule_file, spec.rule_dir))
     judge = FileJudge(_exposures(spec, roots), policy.ignore, spec.protected)
     files = FileGuard(judge, enforcer, Resolver())
     api = ApiJudge(policy)
-    dynamic = DynamicCodeGuard(api, enforcer, roots, [_OWN_DIR], spec.rule_file)
+    dynamic = DynamicCodeGuard(
+        api,
+        enforcer,
+        os.path.dirname(os.__file__),
+        [r for r in roots if "-packages" in r],
+        [_OWN_DIR],
+        spec.rule_file,
+        interactive=spec.program.kind == "repl" or bool(sys.flags.interactive),
+    )
     hook = AuditHook()
     hook.globals["__builtins__"] = {}
     internal = _internal_modules()
@@ -178,6 +185,9 @@ def main() -> tuple[Program, CodeType | None]:
             code = _runner.compile_program(program)
         except SyntaxError as exc:
             _runner.report(exc)
+    # Before prepare() puts the program's directory first on sys.path: that directory is
+    # the program's, not the interpreter's, and needs a rule like any other.
+    roots = interpreter_roots()
     _runner.prepare(program)
-    install_guards(spec)
+    install_guards(spec, roots)
     return program, code

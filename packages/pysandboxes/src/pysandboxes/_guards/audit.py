@@ -7,16 +7,13 @@ the guards know to their handlers; a handler raises to refuse.
 The hook is sealed, because a refusal's traceback hands the program the hook's frame:
 its function is built with no globals it reads and no closure, the dispatcher being a
 constant of its code object, and it clears the traceback and context of what it raises.
-So that frame shows the program only the event and its arguments. The dispatcher keeps a
-per-thread "busy" mark so that events raised by the guards' own work are not judged again;
-no code of the program ever runs while it is set.
+So that frame shows the program only the event and its arguments.
 """
 
 from __future__ import annotations
 
 import sys
-from _thread import _local
-from types import CodeType, FunctionType, MappingProxyType
+from types import CodeType, FrameType, FunctionType, MappingProxyType
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,21 +58,32 @@ class AuditHook:
 
 
 def _dispatcher(handlers: Mapping[str, Handler]) -> Callable[[str, tuple[Any, ...]], None]:
-    state = _local()
-
+    # No "busy" mark that skips events raised while a handler runs: a signal handler, a
+    # garbage-collector callback or a finalizer of the program can run in that window,
+    # and its accesses must be judged like any other. The handlers' own events (frame
+    # reads) are simply judged too, and pass.
     def dispatch(event: str, args: tuple[Any, ...]) -> None:
         if type(event) is not str:
             return  # sys.audit() with an odd name from the program: nothing happens
         handler = handlers.get(event)
-        if handler is None or getattr(state, "busy", False):
-            return
-        state.busy = True
-        try:
+        if handler is not None:
             handler(args)
-        finally:
-            state.busy = False
 
     return dispatch
+
+
+class _Probe(Exception):
+    pass
+
+
+def current_frame() -> FrameType:
+    """The caller's frame, without ``sys._getframe`` (refused into the guards' frames)."""
+    try:
+        raise _Probe
+    except _Probe as probe:
+        frame = probe.__traceback__.tb_frame  # type: ignore[union-attr]
+    caller = frame.f_back
+    return caller if caller is not None else frame
 
 
 def seal(

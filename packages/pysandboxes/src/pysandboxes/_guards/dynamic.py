@@ -3,14 +3,14 @@
 Refused for the program's own code unless ``python-api`` grants ``dynamic-code``. The
 interpreter's own use (the standard library's ``namedtuple`` and ``dataclasses``, the
 import system, installed packages, and this framework) is "ambient" and never charged to
-the program: the decision is made on the file of the code that asked.
+the program: the decision is made on the file of the code that asked, and the standard
+library modules that merely compile what they are handed (``timeit``, ``doctest``...)
+count as the program.
 """
 
 from __future__ import annotations
 
-import sys
-
-from .audit import HOOK_FILENAME
+from .audit import HOOK_FILENAME, current_frame
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,6 +22,41 @@ if TYPE_CHECKING:
     from pysandboxes._policy.judge import ApiJudge
 
 _DYNAMIC = ("builtins.compile", "builtins.eval", "builtins.exec")
+#: Standard-library packages that compile code they generate themselves (namedtuple,
+#: dataclasses, the import system...): their compiling is the interpreter's, not the
+#: program's. Everything else of the standard library that compiles source it is given
+#: (timeit, doctest, pdb, cProfile, code...) only does what the program asks, and is
+#: judged as the program.
+_GENERATING = frozenset(
+    {
+        "collections",
+        "dataclasses",
+        "enum",
+        "functools",
+        "importlib",
+        "inspect",
+        "pkgutil",
+        "runpy",
+        "string",
+        "unittest",
+        "zipimport",
+        "rlcompleter",
+    }
+)
+#: Compiling interactive input: ambient only in an interactive session.
+_INTERACTIVE = frozenset({"code", "codeop"})
+_NOT_IN_TYPE_EXPRESSIONS = frozenset("():;=@{}\\\n!%&*+<>^~")
+
+
+def looks_like_a_type(source: object) -> bool:
+    """Whether ``source`` can only be a type expression: no call, no statement.
+
+    ``typing`` evaluates the strings of forward references; without parentheses, ``:``,
+    ``=`` and the like, such a string can name and subscript things, never run a call.
+    """
+    if type(source) is bytes:
+        source = source.decode("utf-8", "replace")  # type: ignore[union-attr]
+    return type(source) is str and _NOT_IN_TYPE_EXPRESSIONS.isdisjoint(source)  # type: ignore[arg-type]
 
 
 class DynamicCodeGuard:
@@ -31,16 +66,22 @@ class DynamicCodeGuard:
         self,
         api: ApiJudge,
         enforcer: Enforcer,
-        ambient_roots: Sequence[str],
+        stdlib: str,
+        third_party: Sequence[str],
         own_files: Sequence[str],
         rule_file: str,
+        *,
+        interactive: bool = False,
     ) -> None:
         self._allowed = any(api.judge(name).allowed for name in _DYNAMIC)
-        self._ambient = tuple(ambient_roots)
+        self._stdlib = stdlib.rstrip("/") + "/"
+        self._third_party = tuple(third_party)
         self._own = (*own_files, HOOK_FILENAME)
         self._rule_file = rule_file
         self._enforcer = enforcer
-        self._getframe: Callable[[int], FrameType] = sys._getframe  # pyright: ignore[reportPrivateUsage]
+        self._generating: frozenset[str] = _GENERATING | (
+            _INTERACTIVE if interactive else frozenset[str]()
+        )
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -50,18 +91,25 @@ class DynamicCodeGuard:
         return {"compile": self._compile, "code.__new__": self._code_new}
 
     def _caller_file(self) -> str:
-        frame: FrameType | None = self._getframe(1)
+        frame: FrameType | None = current_frame()
         own = self._own
         while frame is not None and frame.f_code.co_filename.startswith(own):
             frame = frame.f_back
         return frame.f_code.co_filename if frame is not None else ""
 
-    def _user_code(self) -> bool:
+    def _user_code(self, source: object = None) -> bool:
         filename = self._caller_file()
-        return not (filename.startswith(("<frozen ", *self._ambient)))
+        if not filename or filename.startswith(("<frozen ", *self._third_party)):
+            return False  # the interpreter itself, C code, or an installed package
+        if not filename.startswith(self._stdlib):
+            return True
+        module = filename[len(self._stdlib) :].split("/")[0].removesuffix(".py")
+        if module == "typing":
+            return not looks_like_a_type(source)
+        return module not in self._generating
 
     def _compile(self, args: tuple[Any, ...]) -> None:
-        if self._user_code():
+        if self._user_code(args[0] if args else None):
             self._refuse("eval(), exec() and compile()", "builtins.compile")
 
     def _code_new(self, args: tuple[Any, ...]) -> None:

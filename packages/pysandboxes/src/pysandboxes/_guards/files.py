@@ -15,6 +15,8 @@ import pathlib
 from pysandboxes._enforce import FileAccess
 from pysandboxes._policy.model import Access, Verdict
 
+from .paths import is_magic
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -105,7 +107,7 @@ class FileGuard:
             "os.mkdir": lambda a: self._mkdir(a[0], a[2]),
             "os.rename": self._rename_event,
             "os.link": self._link_event,
-            "os.symlink": lambda a: self._path(a[1], _CREATE, "os.symlink", a[2], follow=False),
+            "os.symlink": self._symlink_event,
             "os.chmod": lambda a: self._path(a[0], _WRITE, "os.chmod", a[2]),
             "os.chown": lambda a: self._path(a[0], _WRITE, "os.chown", a[3]),
             "os.chflags": lambda a: self._path(a[0], _WRITE, "os.chflags"),
@@ -153,7 +155,13 @@ class FileGuard:
         File descriptors are not judged: they were, when opened. ``metadata`` marks a
         ``stat``-like look, which also sees the directories leading to an exposure.
         """
-        if path is None or type(path) is int:
+        if path is None:
+            return None
+        if type(path) is int:
+            if access.modifies:
+                # fchmod, futimes, fsetxattr... change what the descriptor names: judged
+                # on what it names, since it may have been opened for reading only.
+                self.check_fd(path, access, f"<descriptor {path}>", api)
             return None
         named = exact_path(path)
         if named is None:
@@ -172,10 +180,14 @@ class FileGuard:
         known = self._settled.get(key)
         if known is not None:
             return known
+        if absolute.endswith("/"):
+            follow = True  # "link/" names what the link points to, even for lstat
         real, stable = self._resolve(absolute, follow)
         verdict = self.judge.judge(real, access)
         if verdict.allowed or (metadata and self.judge.leads_to_exposure(real)):
-            if stable:
+            # Cached only when the path went straight there: no link, no "..", nothing
+            # writable or magic on the way that could later make it mean something else.
+            if stable and real == absolute and not is_magic(real):
                 if len(self._settled) >= 8192:
                     self._settled.clear()
                 self._settled[key] = real
@@ -234,7 +246,6 @@ class FileGuard:
         self._settled.clear()
 
     def _chdir_event(self, args: tuple[Any, ...]) -> None:
-        self.resolver.forget_cwd()
         self.check(args[0], _READ, "os.chdir")
 
     def _metadata_event(self, args: tuple[Any, ...]) -> None:
@@ -301,14 +312,29 @@ class FileGuard:
         src, dst, src_dir_fd, dst_dir_fd = args
         self.forget()
         self.check(src, _DELETE, "os.rename", src_dir_fd, follow=False)
-        self.check(dst, _CREATE, "os.rename", dst_dir_fd, follow=False)
+        self._new_name(dst, "os.rename", dst_dir_fd)
 
     def _link_event(self, args: tuple[Any, ...]) -> None:
         src, dst, src_dir_fd, dst_dir_fd = args
+        self.forget()
         # A hard link is another name for the same file: writing through it writes the
         # source, so the source must be writable, not only readable.
         self.check(src, _WRITE, "os.link", src_dir_fd)
-        self.check(dst, _CREATE, "os.link", dst_dir_fd, follow=False)
+        self._new_name(dst, "os.link", dst_dir_fd)
+
+    def _symlink_event(self, args: tuple[Any, ...]) -> None:
+        self.forget()
+        self._new_name(args[1], "os.symlink", args[2])
+
+    def _new_name(self, path: object, api: str, dir_fd: object) -> None:
+        """A rename, link or symlink creates ``path``: also refused where it would bring
+        a protected file into being (a directory renamed onto a missing include's)."""
+        real = self.check(path, _CREATE, api, dir_fd, follow=False)
+        if real is not None and self.judge.shadows_protected(real):
+            self.enforcer.refuse_file(
+                FileAccess(exact_path(path) or real, real, _CREATE, api),
+                Verdict(False, None, hidden=False),
+            )
 
     def _copy_event(self, args: tuple[Any, ...]) -> None:
         src, dst = args[0], args[1]
@@ -336,7 +362,9 @@ class FileGuard:
 
     def _unix(self, args: tuple[Any, ...], api: str) -> None:
         address = args[1] if len(args) > 1 else None
-        named = exact_path(address)
-        if named is None or named is UNKNOWABLE or named.startswith("\0"):
-            return  # an IP address pair, or an abstract socket (judged by the network guard)
+        if type(address) is tuple or address is None:
+            return  # an IP address (judged by the network guard)
+        named = exact_path(bytes(address) if type(address) is bytearray else address)
+        if named is None or named.startswith("\0"):
+            return  # an abstract socket (judged by the network guard)
         self.check(named, _WRITE, api)

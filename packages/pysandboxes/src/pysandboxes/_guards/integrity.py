@@ -15,8 +15,9 @@ cannot be watched; ``docs/security.md`` lists it, and why the kernel layer is th
 
 from __future__ import annotations
 
-import sys
 from types import FrameType, FunctionType
+
+from .audit import current_frame
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,7 +61,6 @@ class IntegrityGuard:
         self._api = api
         self._enforcer = enforcer
         self._rule_file = rule_file
-        self._getframe: Callable[[int], FrameType] = sys._getframe  # pyright: ignore[reportPrivateUsage]
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -118,12 +118,12 @@ class IntegrityGuard:
 
     def _from_stdlib(self) -> bool:
         """Whether the reader is the standard library or the runner (printing tracebacks)."""
-        frame: FrameType | None = self._getframe(1)
+        frame: FrameType | None = current_frame()
         while frame is not None and id(frame.f_globals) in self._own:
             frame = frame.f_back
         return frame is not None and (
             id(frame.f_globals) in self._readers
-            or frame.f_code.co_filename.startswith(self._stdlib)
+            or frame.f_code.co_filename.startswith((self._stdlib, "<frozen "))
         )
 
     def _introspection(self, qualname: str) -> Callable[[tuple[Any, ...]], None]:

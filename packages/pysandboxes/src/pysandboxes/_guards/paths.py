@@ -25,6 +25,11 @@ _CACHE_LIMIT = 4096
 _MAX_LINKS = 40
 
 
+def is_magic(path: str) -> bool:
+    """Whether ``path`` is under ``/proc``, whose links follow the process, not the disk."""
+    return path == "/proc" or path.startswith("/proc/")
+
+
 class Resolver:
     """Resolves paths with functions captured before any guard was installed."""
 
@@ -35,21 +40,16 @@ class Resolver:
         self._fsdecode: Callable[[bytes], str] = os.fsdecode
         self._dirs: dict[str, str] = {}
         self._links: dict[str, bool] = {}
-        self._cwd: str | None = None
         self._own_proc = f"/proc/{os.getpid()}"
 
     def forget(self) -> None:
         """Drop cached resolutions: the namespace may have changed."""
         self._dirs.clear()
         self._links.clear()
-        self._cwd = None
-
-    def forget_cwd(self) -> None:
-        """The working directory changed."""
-        self._cwd = None
 
     def is_link(self, path: str, *, cache: bool) -> bool:
         """Whether ``path`` is a symlink; ``cache`` where the sandbox cannot change it."""
+        cache = cache and not is_magic(path)
         if cache:
             known = self._links.get(path)
             if known is not None:
@@ -84,12 +84,8 @@ class Resolver:
         """
         text = path if isinstance(path, str) else self._fsdecode(path)
         if not text.startswith("/"):
-            if dir_fd is None:
-                base = self._cwd
-                if base is None:
-                    base = self._cwd = self._getcwd()
-            else:
-                base = self.fd_path(dir_fd)
+            # Never cached: another thread may change directory at any moment.
+            base = self._getcwd() if dir_fd is None else self.fd_path(dir_fd)
             if base is None:
                 return None
             text = f"{base}/{text}"
@@ -135,6 +131,8 @@ class Resolver:
         if cached is not None:
             return cached
         resolved = self.realpath(directory)
+        if is_magic(directory) or is_magic(resolved):
+            return resolved  # /proc links change meaning with every descriptor and chdir
         if len(self._dirs) >= _CACHE_LIMIT:
             self._dirs.clear()
         self._dirs[directory] = resolved

@@ -80,6 +80,10 @@ class FileJudge:
             self._stable[rule.path] = known
         return known
 
+    def shadows_protected(self, path: str) -> bool:
+        """Whether creating ``path`` (by rename or link) could put a protected file there."""
+        return path in self._protected or path in self._protected_parents
+
     def leads_to_exposure(self, path: str) -> bool:
         """Whether ``path`` is a directory above an exposure (its existence is no secret)."""
         return path in self._leading
