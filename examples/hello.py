@@ -1,15 +1,14 @@
-"""A tiny program for the README's first command.
+"""The README's first command runs this under examples/.py-sandboxes.
 
-Once complete mode lands, `python-sb examples/hello.py` runs it under
-`examples/.py-sandboxes`: the read of `examples/data/greeting.txt` is allowed, the read of
-the user's ~/.ssh directory is refused.
+The rules expose examples/data read-only, and nothing else: the greeting is read, the
+attempt to list the user's ~/.ssh is refused, and the program is told why.
 """
 
 from pathlib import Path
 
 here = Path(__file__).parent
-print((here / "data" / "greeting.txt").read_text().strip())
+print("allowed:", (here / "data" / "greeting.txt").read_text().strip())
 try:
     print(sorted(p.name for p in (Path.home() / ".ssh").iterdir()))
 except OSError as exc:
-    print(f"refused as expected: {exc}")
+    print("refused:", exc)

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pysandboxes._spec import Program
 
 _PYTHON = Origin("<python>", 0, "the interpreter's own files")
+_PROGRAM = Origin("<program>", 0, "the module run with -m")
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -67,8 +68,32 @@ def interpreter_roots() -> list[str]:
     return roots
 
 
-def _exposures(spec: LaunchSpec, roots: list[str]) -> list[ExposeRule]:
+def module_files(module: str) -> list[str]:
+    """The files ``-m module`` runs: each package's ``__init__.py`` on the way and the
+    module itself (or the package's ``__main__.py``), found without importing anything.
+
+    They are the program, as a script's file is: readable without a rule. Their
+    neighbours are not.
+    """
+    from importlib.machinery import PathFinder
+
+    found: list[str] = []
+    locations: list[str] | None = [p if p else os.getcwd() for p in sys.path]
+    for part in [*module.split("."), "__main__"]:
+        spec = PathFinder.find_spec(part, locations)
+        if spec is None:
+            break
+        if spec.origin and spec.has_location:
+            found.append(os.path.realpath(spec.origin))
+        if spec.submodule_search_locations is None:
+            break
+        locations = list(spec.submodule_search_locations)
+    return found
+
+
+def _exposures(spec: LaunchSpec, roots: list[str], program: list[str]) -> list[ExposeRule]:
     implicit = [ExposeRule(root, False, os.path.isdir(root), _PYTHON) for root in roots]
+    implicit += [ExposeRule(path, False, False, _PROGRAM) for path in program]
     executable = os.path.realpath(sys.executable)
     implicit.append(ExposeRule(executable, False, False, _PYTHON))
     # The rules come after the implicit grants: a rule on the same path decides.
@@ -76,11 +101,11 @@ def _exposures(spec: LaunchSpec, roots: list[str]) -> list[ExposeRule]:
     return list(by_path.values())
 
 
-def install_guards(spec: LaunchSpec, roots: list[str]) -> None:
+def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> None:
     """Install the audit hook and the wrappers; nothing of the program has run yet."""
     policy = spec.policy
     enforcer = Enforcing(Messages(spec.rule_file, spec.rule_dir))
-    judge = FileJudge(_exposures(spec, roots), policy.ignore, spec.protected)
+    judge = FileJudge(_exposures(spec, roots, program), policy.ignore, spec.protected)
     files = FileGuard(judge, enforcer, Resolver())
     api = ApiJudge(policy)
     dynamic = DynamicCodeGuard(
@@ -189,5 +214,6 @@ def main() -> tuple[Program, CodeType | None]:
     # the program's, not the interpreter's, and needs a rule like any other.
     roots = interpreter_roots()
     _runner.prepare(program)
-    install_guards(spec, roots)
+    files = module_files(program.target) if program.kind == "module" else []
+    install_guards(spec, roots, files)
     return program, code

@@ -21,6 +21,7 @@ from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._policy.parser import parse_policy
 from pysandboxes._record import record
 from pysandboxes._spec import BOOT, LaunchSpec, Program, encode
+from pysandboxes._waiter import WATCHED, finish, remove_tree, wait
 from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
 
 TYPE_CHECKING = False
@@ -30,15 +31,6 @@ if TYPE_CHECKING:
     from pysandboxes._policy.discover import Discovery
     from pysandboxes._policy.model import Policy
 
-FORWARDED = (
-    signal.SIGINT,
-    signal.SIGTERM,
-    signal.SIGHUP,
-    signal.SIGQUIT,
-    signal.SIGUSR1,
-    signal.SIGUSR2,
-)
-_SI_KERNEL = 0x80  # si_code of a signal the kernel sent, e.g. a terminal's ^C to the group
 _DEVICES = Origin("<devices>", 0, "the standard devices")
 _CERTIFICATES = Origin("<ca-certificates>", 0, "the system's CA certificates")
 _TEMP = Origin("<tempdir>", 0, "the sandbox's private temporary directory")
@@ -148,18 +140,6 @@ def make_private_dir() -> str:
     raise FileExistsError(f"cannot create a private directory in {base}")
 
 
-def remove_tree(path: str) -> None:
-    """Remove the sandbox's temporary directory, whatever the program left in it."""
-    try:
-        os.rmdir(path)
-    except FileNotFoundError:
-        return
-    except OSError:
-        import shutil
-
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def blank_environment_block() -> None:
     """Overwrite this process's initial environment, what ``/proc/<pid>/environ`` shows.
 
@@ -193,44 +173,40 @@ def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str]) ->
     return pid
 
 
-def _wait(pid: int) -> int:
-    """Forward signals until the child ends; return its wait status."""
-    watched = {*FORWARDED, signal.SIGCHLD}
-    while True:
-        info = signal.sigwaitinfo(watched)
-        if info.si_signo != signal.SIGCHLD:
-            if info.si_code != _SI_KERNEL:
-                os.kill(pid, info.si_signo)
-            continue
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done == pid:
-            return status
+#: What the trusted side becomes once the child runs (see ``_waiter``).
+WAITER = (
+    "import sys;sys.path.insert(0,{path!r});"
+    "from pysandboxes._waiter import main;del sys.path[0];main()"
+)
 
 
 def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     """Run the program under its rules; return its exit status, or die by its signal.
+
+    After spawning the program this process replaces itself with the waiter, started
+    with an empty environment; the waiter ends with the program's status. Only if that
+    fails does this function wait itself (and return).
 
     Raises:
         ConfigSyntaxError: the rules cannot be used; nothing was started.
     """
     cwd = os.path.abspath(cwd or os.getcwd())
     spec, child_env = build_spec(request, cwd, os.environ)
-    watched = {*FORWARDED, signal.SIGCHLD}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, watched)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    tempdir = spec.tempdir or ""
     try:
-        blank_environment_block()
         pid = _spawn(spec, child_env, request.python_flags)
-        status = _wait(pid)
-    finally:
-        if spec.tempdir is not None:
-            remove_tree(spec.tempdir)
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        signal.signal(number, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous - {number})
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
-        os.kill(os.getpid(), number)
-    signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-    return os.waitstatus_to_exitcode(status)
+    except BaseException:
+        if tempdir:
+            remove_tree(tempdir)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        raise
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    argv = [sys.executable, "-I", "-S", "-c", WAITER.format(path=package_parent), str(pid), tempdir]
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    try:
+        os.execve(sys.executable, argv, {})
+    except OSError:
+        blank_environment_block()  # the host environment stays here: hide what we can
+    return finish(wait(pid), tempdir)

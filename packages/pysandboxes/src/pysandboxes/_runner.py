@@ -145,7 +145,7 @@ def _die_by_sigint() -> None:
 
     atexit._run_exitfuncs()  # type: ignore[attr-defined]
     for stream in (sys.stdout, sys.stderr):
-        try:  # noqa: SIM105 - contextlib is one more import at start-up
+        try:
             stream.flush()
         except (OSError, ValueError):
             pass
@@ -210,16 +210,62 @@ class _AfterImport:
 
 
 def _convert_sqlite_paths(module: object) -> None:
+    """Make ``sqlite3`` tell the guard exactly which files it opens.
+
+    A path object is converted once, before the audit event; a plain name that merely
+    starts with ``file:`` (``uri=False``) is made absolute, so that the event's ``file:``
+    always means a URI; and each connection gets an authorizer that reports the files
+    ``ATTACH`` and ``VACUUM INTO`` would open, which sqlite opens without any event.
+    """
     original: Callable[..., object] = getattr(module, "connect")  # noqa: B009
+    base: type = getattr(module, "Connection")  # noqa: B009
+    attach = int(getattr(module, "SQLITE_ATTACH", 24))
+    allowed = int(getattr(module, "SQLITE_OK", 0))
+    audit = sys.audit
+
+    def authorize(action: int, first: object, *rest: object) -> int:
+        if action == attach:
+            if not isinstance(first, str):
+                # A name from a bound parameter or an expression is unknown here: sqlite
+                # then answers "not authorized".
+                raise PermissionError("ATTACH of a file named by a parameter is refused")
+            if first not in ("", ":memory:"):
+                audit("sqlite3.connect", first)  # judged as opening that file; raises if not
+        return allowed
+
+    guarded_classes: dict[type, type] = {}
+
+    def guarded(factory: type) -> type:
+        known = guarded_classes.get(factory)
+        if known is None:
+
+            def set_authorizer(self: object, callback: object) -> None:
+                def both(action: int, *args: object) -> int:
+                    authorize(action, *args)
+                    if callback is None:
+                        return allowed
+                    return callback(action, *args)  # type: ignore[operator, no-any-return]
+
+                base.set_authorizer(self, both)  # type: ignore[attr-defined]
+
+            known = type(factory.__name__, (factory,), {"set_authorizer": set_authorizer})
+            guarded_classes[factory] = known
+        return known
 
     def connect(database: object, *args: object, **kwargs: object) -> object:
         converted: object = database
         if not isinstance(database, (str, bytes)):
             converted = os.fspath(database)  # type: ignore[arg-type]
-        return original(converted, *args, **kwargs)
+        if isinstance(converted, str) and converted.startswith("file:") and not kwargs.get("uri"):
+            converted = os.path.abspath(converted)
+        factory = kwargs.get("factory", base)
+        kwargs["factory"] = guarded(factory) if isinstance(factory, type) else factory
+        connection = original(converted, *args, **kwargs)
+        base.set_authorizer(connection, authorize)  # type: ignore[attr-defined]
+        return connection
 
     connect.__doc__ = str(getattr(original, "__doc__", "") or "")
-    module.connect = connect  # type: ignore[attr-defined]
+    setattr(module, "connect", connect)  # noqa: B010
     dbapi2 = sys.modules.get("sqlite3.dbapi2")
     if dbapi2 is not None and getattr(dbapi2, "connect", None) is original:
-        dbapi2.connect = connect  # type: ignore[attr-defined]
+        setattr(dbapi2, "connect", connect)  # noqa: B010

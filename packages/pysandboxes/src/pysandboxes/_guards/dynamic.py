@@ -74,6 +74,7 @@ class DynamicCodeGuard:
         interactive: bool = False,
     ) -> None:
         self._allowed = any(api.judge(name).allowed for name in _DYNAMIC)
+        self._marshal_allowed = api.judge("marshal.loads").allowed
         self._stdlib = stdlib.rstrip("/") + "/"
         self._third_party = tuple(third_party)
         self._own = (*own_files, HOOK_FILENAME)
@@ -86,9 +87,16 @@ class DynamicCodeGuard:
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
         """The audit events judged here."""
-        if self._allowed:
-            return {}
-        return {"compile": self._compile, "code.__new__": self._code_new}
+        handlers: dict[str, Callable[[tuple[Any, ...]], None]] = {}
+        if not self._allowed:
+            handlers["compile"] = self._compile
+            handlers["code.__new__"] = self._code_new
+        if not self._marshal_allowed:
+            # marshal turns bytes into code objects (category deserialization); the import
+            # system's own use, reading .pyc files, is ambient.
+            handlers["marshal.loads"] = self._marshal
+            handlers["marshal.load"] = self._marshal
+        return handlers
 
     def _caller_file(self) -> str:
         frame: FrameType | None = current_frame()
@@ -115,6 +123,17 @@ class DynamicCodeGuard:
     def _code_new(self, args: tuple[Any, ...]) -> None:
         if self._user_code():
             self._refuse("Building a code object (types.CodeType, code.replace)", "code.__new__")
+
+    def _marshal(self, args: tuple[Any, ...]) -> None:
+        if self._user_code():
+            self._enforcer.refuse_call(
+                "marshal.loads",
+                "deserialization",
+                "marshal.loads() is denied by the API guard (category: deserialization). Add "
+                "'python-api=ALLOW:marshal.loads' for this function only, or "
+                f"'python-api=ALLOW:deserialization' for the whole category, to "
+                f"{self._rule_file} to allow it.",
+            )
 
     def _refuse(self, what: str, qualname: str) -> None:
         self._enforcer.refuse_call(

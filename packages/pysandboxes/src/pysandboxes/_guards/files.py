@@ -99,8 +99,10 @@ class FileGuard:
         self._settled: dict[tuple[str, Access, bool, bool], str] = {}
         self._events: Mapping[str, Callable[[tuple[Any, ...]], None]] = {
             "open": self._open_event,
-            "os.listdir": lambda a: self._path(a[0], _READ, "os.listdir"),
-            "os.scandir": lambda a: self._path(a[0], _READ, "os.scandir"),
+            # A directory above an exposure may be listed: the listing then shows only the
+            # way to the exposures (see _listing_event).
+            "os.listdir": lambda a: self._list(a[0], "os.listdir"),
+            "os.scandir": lambda a: self._list(a[0], "os.scandir"),
             "os.chdir": self._chdir_event,
             "os.remove": lambda a: self._path(a[0], _DELETE, "os.remove", a[1], follow=False),
             "os.rmdir": lambda a: self._path(a[0], _DELETE, "os.rmdir", a[1], follow=False),
@@ -248,6 +250,9 @@ class FileGuard:
     def _chdir_event(self, args: tuple[Any, ...]) -> None:
         self.check(args[0], _READ, "os.chdir")
 
+    def _list(self, path: object, api: str) -> None:
+        self.check(path, _READ, api, metadata=True)
+
     def _metadata_event(self, args: tuple[Any, ...]) -> None:
         api, path, dir_fd, follow = args
         self.check(path, _READ, api, dir_fd, follow=follow is True, metadata=True)
@@ -255,7 +260,7 @@ class FileGuard:
     def _listing_event(self, args: tuple[Any, ...]) -> None:
         """Remove the hidden entries from a listing, in place (the list is the wrapper's)."""
         path, names = args
-        if not self.judge.has_ignores or type(names) is not list:
+        if type(names) is not list:
             return
         if type(path) is int:
             base = self.resolver.fd_path(path)
@@ -265,8 +270,10 @@ class FileGuard:
             base = self.resolver.real(absolute) if absolute is not None else None
         if base is None:
             return
-        prefix = base.rstrip("/")
         judge = self.judge
+        if not judge.has_ignores and judge.judge(base, _READ).allowed:
+            return  # every entry of an exposed directory is exposed by the same rule
+        prefix = base.rstrip("/")
         entries: list[object] = names  # type: ignore[assignment]
         kept: list[object] = []
         for name in entries:
@@ -348,14 +355,14 @@ class FileGuard:
             self._path(args[0], _DELETE, "shutil.rmtree", args[1])
 
     def _sqlite_event(self, args: tuple[Any, ...]) -> None:
-        database = exact_path(args[0])
+        database = exact_path(args[0]) if args else None
         if database is None or database in ("", ":memory:"):
             return
         if database.startswith("file:"):
-            location, _, query = database[5:].partition("?")
-            if not location or "mode=memory" in query:
-                return
-            access = _READ if "mode=ro" in query else _WRITE
+            target = sqlite_uri(database)
+            if target is None:
+                return  # an in-memory database: no file
+            location, access = target
             self.check(location, access, "sqlite3.connect")
             return
         self.check(database, _WRITE, "sqlite3.connect")
@@ -368,3 +375,49 @@ class FileGuard:
         if named is None or named.startswith("\0"):
             return  # an abstract socket (judged by the network guard)
         self.check(named, _WRITE, api)
+
+
+def _unquote(text: str) -> str:
+    """Percent-decoding as sqlite does it for URI paths and parameters."""
+    if "%" not in text:
+        return text
+    out = bytearray()
+    data = text.encode("utf-8", "surrogateescape")
+    i = 0
+    while i < len(data):
+        if data[i] == 0x25 and i + 2 < len(data):
+            try:
+                out.append(int(data[i + 1 : i + 3], 16))
+                i += 3
+                continue
+            except ValueError:
+                pass
+        out.append(data[i])
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
+
+
+def sqlite_uri(uri: str) -> tuple[str, Access] | None:
+    """The file a ``file:`` URI opens, and how; ``None`` for an in-memory database.
+
+    Follows sqlite's rules: ``file:path``, ``file:///path`` and ``file://localhost/path``,
+    a ``#fragment`` ignored, percent-encoding decoded, and ``mode=`` parameters: the
+    database is opened read-only only if every ``mode`` says ``ro``.
+    """
+    rest = uri[5:].partition("#")[0]
+    location, _, query = rest.partition("?")
+    if location.startswith("//"):
+        authority, _, path = location[2:].partition("/")
+        location = "/" + path if authority in ("", "localhost") else location
+    modes = [
+        _unquote(value)
+        for key, _, value in (item.partition("=") for item in query.split("&"))
+        if _unquote(key) == "mode"
+    ]
+    if modes and all(mode == "memory" for mode in modes):
+        return None
+    location = _unquote(location) or ":memory:"
+    if location == ":memory:":
+        return None
+    access = _READ if modes and all(mode == "ro" for mode in modes) else _WRITE
+    return location, access

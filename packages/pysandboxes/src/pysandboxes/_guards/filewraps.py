@@ -80,7 +80,7 @@ def _creating(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
 class _Entries:
     """What ``os.scandir`` returns, without the hidden entries; still a context manager."""
 
-    def __init__(self, entries: list[os.DirEntry[Any]]) -> None:
+    def __init__(self, entries: list[Any]) -> None:
         self._entries = iter(entries)
 
     def __iter__(self) -> Iterator[os.DirEntry[Any]]:
@@ -99,6 +99,56 @@ class _Entries:
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+
+class _LinkEntry:
+    """A ``DirEntry`` that is a symlink: what it points to is judged before it is shown.
+
+    ``DirEntry.stat()`` and ``is_file()`` follow links in C, with no audit event; this
+    stand-in asks the guard first, so a link to a hidden file looks dangling.
+    """
+
+    def __init__(self, entry: os.DirEntry[Any]) -> None:
+        self._entry = entry
+        self.name = entry.name
+        self.path = entry.path
+
+    def _visible(self) -> bool:
+        try:
+            sys.audit("pysandboxes.metadata", "os.DirEntry.stat", self.path, None, True)
+        except OSError:
+            return False
+        return True
+
+    def is_symlink(self) -> bool:
+        return True
+
+    def is_dir(self, *, follow_symlinks: bool = True) -> bool:
+        if follow_symlinks and not self._visible():
+            return False
+        return self._entry.is_dir(follow_symlinks=follow_symlinks)
+
+    def is_file(self, *, follow_symlinks: bool = True) -> bool:
+        if follow_symlinks and not self._visible():
+            return False
+        return self._entry.is_file(follow_symlinks=follow_symlinks)
+
+    def stat(self, *, follow_symlinks: bool = True) -> os.stat_result:
+        if follow_symlinks:
+            sys.audit("pysandboxes.metadata", "os.DirEntry.stat", self.path, None, True)
+        return self._entry.stat(follow_symlinks=follow_symlinks)
+
+    def inode(self) -> int:
+        return self._entry.inode()
+
+    def is_junction(self) -> bool:
+        return False
+
+    def __fspath__(self) -> Any:
+        return self.path
+
+    def __repr__(self) -> str:
+        return f"<DirEntry {self.name!r}>"
 
 
 def _listdir(original: Callable[..., Any]) -> Callable[..., Any]:
@@ -125,7 +175,8 @@ def _scandir(original: Callable[..., Any]) -> Callable[..., Any]:
         if len(names) != len(entries):
             kept = set(names)
             entries = [entry for entry in entries if entry.name in kept]
-        return _Entries(entries)
+        shown: list[Any] = [_LinkEntry(entry) if entry.is_symlink() else entry for entry in entries]
+        return _Entries(shown)
 
     return _dress(scandir, original)
 
@@ -148,12 +199,77 @@ def _open(original: Callable[..., Any]) -> Callable[..., Any]:
     return _dress(open, original)
 
 
+_OS_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+def _os_open(original: Callable[..., Any], readlink: Callable[[str], str]) -> Callable[..., Any]:
+    audit = sys.audit
+    close = posix.close
+
+    def open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        path = _path_arg(path)
+        if dir_fd is not None and type(path) in (str, bytes):
+            name = os.fsdecode(path)  # type: ignore[arg-type]
+            if not name.startswith("/"):
+                # The "open" audit event does not carry dir_fd: open by the full path, which
+                # is what the guard then judges.
+                base = readlink(f"/proc/self/fd/{dir_fd}")
+                if not base.startswith("/") or base.endswith(" (deleted)"):
+                    raise FileNotFoundError(2, "No such file or directory", name)
+                path, dir_fd = f"{base.rstrip('/')}/{name}", None
+        fd: int = original(path, flags, mode, dir_fd=dir_fd)
+        if type(path) is not int:
+            try:
+                audit("pysandboxes.opened", fd, os.fsdecode(path), bool(flags & _OS_WRITE_FLAGS))  # type: ignore[arg-type]
+            except BaseException:
+                close(fd)
+                raise
+        return fd
+
+    return _dress(open, original)
+
+
+class _FileIOType(type):
+    """Keeps ``isinstance(raw, io.FileIO)`` true for files made by ``open()``."""
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, _RawFileIO)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, _RawFileIO)
+
+
+_RawFileIO = io.FileIO
+
+
+class FileIO(_RawFileIO, metaclass=_FileIOType):  # type: ignore[misc]
+    """``io.FileIO`` that reports the descriptor it opened, like ``open()`` does."""
+
+    def __init__(
+        self, file: Any, mode: str = "r", closefd: bool = True, opener: Any = None
+    ) -> None:
+        file = _path_arg(file)
+        super().__init__(file, mode, closefd, opener)
+        if type(file) is not int:
+            writes = type(mode) is str and not _WRITE_MODES.isdisjoint(mode)
+            try:
+                sys.audit("pysandboxes.opened", self.fileno(), os.fsdecode(file), writes)  # type: ignore[arg-type]
+            except BaseException:
+                self.close()
+                raise
+
+
+FileIO.__module__ = "io"
+FileIO.__qualname__ = "FileIO"
+
+
 def install() -> None:
     """Replace the file functions in ``os``, ``posix``, ``io`` and ``builtins``.
 
     ``posix`` is patched too: the import system calls ``posix.stat`` and
     ``posix.listdir`` directly.
     """
+    readlink = posix.readlink  # the original, before it is wrapped below
     for name in (*_METADATA, *_CREATING):
         original = getattr(posix, name, None)
         if original is None:
@@ -165,6 +281,10 @@ def install() -> None:
         wrapper = factory(getattr(posix, name))
         setattr(posix, name, wrapper)
         setattr(os, name, wrapper)
+    opened = _os_open(posix.open, readlink)
+    posix.open = opened
+    os.open = opened
     opener = _open(builtins.open)
     builtins.open = opener
     io.open = opener
+    io.FileIO = FileIO  # type: ignore[misc]

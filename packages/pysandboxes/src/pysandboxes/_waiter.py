@@ -1,0 +1,81 @@
+"""The trusted side while the program runs: forward signals, wait, report, clean up.
+
+``python-sb`` parses the rules with the host environment in its memory. Once the sandboxed
+interpreter is spawned it needs none of it, so it replaces itself (``exec``) with this
+small waiter, started with an empty environment: the secrets the rules did not forward
+are then nowhere in the process chain, not in ``/proc/<parent>/environ`` nor in its
+memory. The waiter keeps the child (same process), its blocked signals and its exit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+#: Signals sent to ``python-sb`` that the program receives too.
+FORWARDED = (
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+WATCHED = frozenset({*FORWARDED, signal.SIGCHLD})
+_SI_KERNEL = 0x80  # si_code of a signal the kernel sent, e.g. a terminal's ^C to the group
+
+
+def remove_tree(path: str) -> None:
+    """Remove the sandbox's temporary directory, whatever the program left in it."""
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        return
+    except OSError:
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def wait(pid: int) -> int:
+    """Forward signals to ``pid`` until it ends; return its wait status.
+
+    The caller has blocked ``WATCHED``. A signal the kernel sent to the whole process
+    group (a terminal's ^C) reached the program already and is not sent twice.
+    """
+    while True:
+        info = signal.sigwaitinfo(WATCHED)
+        if info.si_signo != signal.SIGCHLD:
+            if info.si_code != _SI_KERNEL:
+                try:
+                    os.kill(pid, info.si_signo)
+                except ProcessLookupError:
+                    pass
+            continue
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return status
+
+
+def finish(status: int, tempdir: str) -> int:
+    """Clean up, then end as the program ended: its exit status, or its signal."""
+    if tempdir:
+        remove_tree(tempdir)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        signal.signal(number, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
+        os.kill(os.getpid(), number)
+    return os.waitstatus_to_exitcode(status)
+
+
+def main() -> None:
+    """Entry point after ``exec``: ``argv`` is the child's pid and the temporary dir."""
+    pid, tempdir = int(sys.argv[1]), sys.argv[2]
+    sys.exit(finish(wait(pid), tempdir))
