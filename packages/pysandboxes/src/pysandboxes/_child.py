@@ -134,7 +134,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
     hook.add(dynamic.events)
     hook.add(integrity.events)
     hook.install()
-    filewraps.install()
+    filewraps.install(files.metadata_seen)
     _hide(internal)
 
 

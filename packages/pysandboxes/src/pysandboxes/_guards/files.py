@@ -97,6 +97,9 @@ class FileGuard:
         self.resolver = resolver
         # Verdicts reached in stable areas: (absolute, access, follow, metadata) -> real.
         self._settled: dict[tuple[str, Access, bool, bool], str] = {}
+        #: Absolute paths whose metadata may be read, shared with the stat wrappers so they
+        #: can skip the hook. It grants nothing the wrappers' own originals do not.
+        self.metadata_seen: set[tuple[str, bool]] = set()
         self._events: Mapping[str, Callable[[tuple[Any, ...]], None]] = {
             "open": self._open_event,
             # A directory above an exposure may be listed: the listing then shows only the
@@ -192,7 +195,10 @@ class FileGuard:
             if stable and real == absolute and not is_magic(real):
                 if len(self._settled) >= 8192:
                     self._settled.clear()
+                    self.metadata_seen.clear()
                 self._settled[key] = real
+                if metadata and access is _READ and named == absolute and base is None:
+                    self.metadata_seen.add((named, follow))
             return real
         self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
         return real
@@ -246,6 +252,7 @@ class FileGuard:
         """The namespace may change: drop every cached resolution and verdict."""
         self.resolver.forget()
         self._settled.clear()
+        self.metadata_seen.clear()
 
     def _chdir_event(self, args: tuple[Any, ...]) -> None:
         self.check(args[0], _READ, "os.chdir")

@@ -51,12 +51,16 @@ def _path_arg(value: object) -> object:
     return os.fspath(value)  # type: ignore[arg-type]
 
 
-def _metadata(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _metadata(
+    name: str, original: Callable[..., Any], seen: set[tuple[str, bool]]
+) -> Callable[..., Any]:
     api = f"os.{name}"
     follow_default = name not in _NO_FOLLOW
     audit = sys.audit
 
     def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and type(path) is str and (path, follow_default) in seen:
+            return original(path, *args)  # judged before, in a part nothing can change
         path = _path_arg(path)
         follow = bool(kwargs.get("follow_symlinks", follow_default)) and name != "readlink"
         audit("pysandboxes.metadata", api, path, kwargs.get("dir_fd"), follow)
@@ -263,7 +267,7 @@ FileIO.__module__ = "io"
 FileIO.__qualname__ = "FileIO"
 
 
-def install() -> None:
+def install(metadata_seen: set[tuple[str, bool]]) -> None:
     """Replace the file functions in ``os``, ``posix``, ``io`` and ``builtins``.
 
     ``posix`` is patched too: the import system calls ``posix.stat`` and
@@ -274,7 +278,10 @@ def install() -> None:
         original = getattr(posix, name, None)
         if original is None:
             continue
-        wrapper = (_metadata if name in _METADATA else _creating)(name, original)
+        if name in _METADATA:
+            wrapper = _metadata(name, original, metadata_seen)
+        else:
+            wrapper = _creating(name, original)
         setattr(posix, name, wrapper)
         setattr(os, name, wrapper)
     for name, factory in (("listdir", _listdir), ("scandir", _scandir)):
