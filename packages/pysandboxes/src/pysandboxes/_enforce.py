@@ -85,6 +85,12 @@ class Messages:
 
     def file(self, report: FileAccess, verdict: Verdict) -> str:
         """The message of a refused file access."""
+        if verdict.fix == "<unpinned>":
+            return (
+                f"{_VERBS[report.access]} '{report.named}' is refused: in a writable "
+                "directory, changes must go through Python's file functions (open, os.open, "
+                "os.rename...), which the sandbox pins against swapped directories."
+            )
         if report.real == "\0unknowable path object":
             return (
                 f"{_VERBS[report.access]} a path given as {report.named} is refused: the "

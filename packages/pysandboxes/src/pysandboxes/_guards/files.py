@@ -16,6 +16,7 @@ from pysandboxes._enforce import FileAccess
 from pysandboxes._policy.model import Access, Verdict
 
 from .paths import is_magic
+from .pinned import is_pinned
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -34,6 +35,8 @@ _DELETE = Access.DELETE
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
+#: The ``fix`` of a refusal for a change that bypassed the pinning wrappers.
+UNPINNED = "<unpinned>"
 #: A path the guard cannot know without running the program's code: always refused.
 UNKNOWABLE = "\0unknowable path object"
 
@@ -189,6 +192,20 @@ class FileGuard:
             follow = True  # "link/" names what the link points to, even for lstat
         real, stable = self._resolve(absolute, follow)
         verdict = self.judge.judge(real, access)
+        if (
+            verdict.allowed
+            and access.modifies
+            and not (is_pinned(named) or (base is not None and "/" not in named))
+            # shutil's events are advisory; sockets and sqlite open in C, with no pinned form
+            and not api.startswith(("socket.", "shutil.", "sqlite3."))
+            and self.judge.writable_directory(real.rpartition("/")[0] or "/")
+        ):
+            # In a writable directory a swap can redirect an unpinned change after this
+            # check: only the pinned form (what the wrappers send) is accepted.
+            self.enforcer.refuse_file(
+                FileAccess(named, real, access, api), Verdict(False, None, fix=UNPINNED)
+            )
+            return real
         if verdict.allowed or (metadata and self.judge.leads_to_exposure(real)):
             # Cached only when the path went straight there: no link, no "..", nothing
             # writable or magic on the way that could later make it mean something else.
@@ -302,6 +319,9 @@ class FileGuard:
 
     def _open_event(self, args: tuple[Any, ...]) -> None:
         path, mode, flags = args
+        if type(flags) is int and flags & os.O_PATH:
+            self.check(path, _READ, "open", metadata=True)  # a handle, not the contents
+            return
         writes = (type(flags) is int and flags & _WRITE_FLAGS) or (
             type(mode) is str and any(c in mode for c in "wax+")
         )

@@ -20,6 +20,8 @@ import os
 import posix
 import sys
 
+from .pinned import Pinner, capture, changes_one_path, changes_two_paths, open_flags, symlink
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -69,14 +71,21 @@ def _metadata(
     return _dress(wrapper, original)
 
 
-def _creating(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+def _creating(name: str, original: Callable[..., Any], pinner: Pinner) -> Callable[..., Any]:
     api = f"os.{name}"
     audit = sys.audit
 
     def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
         path = _path_arg(path)
-        audit("pysandboxes.create", api, path, kwargs.get("dir_fd"))
-        return original(path, *args, **kwargs)
+        if kwargs.get("dir_fd") is not None or type(path) is int:
+            audit("pysandboxes.create", api, path, kwargs.get("dir_fd"))
+            return original(path, *args, **kwargs)
+        fd, pinned = pinner.parent(os.fsdecode(path))  # type: ignore[arg-type]
+        try:
+            audit("pysandboxes.create", api, pinned, None)
+            return original(pinned, *args, **kwargs)
+        finally:
+            pinner.release(fd)
 
     return _dress(wrapper, original)
 
@@ -185,16 +194,35 @@ def _scandir(original: Callable[..., Any]) -> Callable[..., Any]:
     return _dress(scandir, original)
 
 
-def _open(original: Callable[..., Any]) -> Callable[..., Any]:
+def _name(handle: Any, name: object) -> None:
+    """Give a file opened by descriptor the name ``open()`` would have given it."""
+    raw = getattr(getattr(handle, "buffer", handle), "raw", handle)
+    try:
+        raw.name = name
+    except (AttributeError, TypeError):
+        pass
+
+
+def _open(original: Callable[..., Any], pinner: Pinner) -> Callable[..., Any]:
     audit = sys.audit
 
     def open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         file = _path_arg(file)
-        handle = original(file, mode, *args, **kwargs)
-        if type(file) is not int:
-            writes = type(mode) is str and not _WRITE_MODES.isdisjoint(mode)
+        writes = type(mode) is str and not _WRITE_MODES.isdisjoint(mode)
+        if writes and type(file) is not int and kwargs.get("opener") is None and len(args) < 6:
+            # A change: opened through the pinned directory, then wrapped as open() would.
+            fd = pinner.open(os.fsdecode(file), open_flags(mode), 0o666)
             try:
-                audit("pysandboxes.opened", handle.fileno(), os.fsdecode(file), writes)
+                handle = original(fd, mode, *args, **kwargs)
+            except BaseException:
+                posix.close(fd)
+                raise
+            _name(handle, file)
+        else:
+            handle = original(file, mode, *args, **kwargs)
+        if type(file) is not int:
+            try:
+                audit("pysandboxes.opened", handle.fileno(), os.fsdecode(file), writes)  # type: ignore[arg-type]
             except BaseException:
                 handle.close()
                 raise
@@ -206,7 +234,9 @@ def _open(original: Callable[..., Any]) -> Callable[..., Any]:
 _OS_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
-def _os_open(original: Callable[..., Any], readlink: Callable[[str], str]) -> Callable[..., Any]:
+def _os_open(
+    original: Callable[..., Any], readlink: Callable[[str], str], pinner: Pinner
+) -> Callable[..., Any]:
     audit = sys.audit
     close = posix.close
 
@@ -221,7 +251,10 @@ def _os_open(original: Callable[..., Any], readlink: Callable[[str], str]) -> Ca
                 if not base.startswith("/") or base.endswith(" (deleted)"):
                     raise FileNotFoundError(2, "No such file or directory", name)
                 path, dir_fd = f"{base.rstrip('/')}/{name}", None
-        fd: int = original(path, flags, mode, dir_fd=dir_fd)
+        if flags & _OS_WRITE_FLAGS and dir_fd is None and type(path) in (str, bytes):
+            fd: int = pinner.open(os.fsdecode(path), flags, mode)  # type: ignore[arg-type]
+        else:
+            fd = original(path, flags, mode, dir_fd=dir_fd)
         if type(path) is not int:
             try:
                 audit("pysandboxes.opened", fd, os.fsdecode(path), bool(flags & _OS_WRITE_FLAGS))  # type: ignore[arg-type]
@@ -244,6 +277,7 @@ class _FileIOType(type):
 
 
 _RawFileIO = io.FileIO
+_pinner: Pinner | None = None
 
 
 class FileIO(_RawFileIO, metaclass=_FileIOType):  # type: ignore[misc]
@@ -253,7 +287,22 @@ class FileIO(_RawFileIO, metaclass=_FileIOType):  # type: ignore[misc]
         self, file: Any, mode: str = "r", closefd: bool = True, opener: Any = None
     ) -> None:
         file = _path_arg(file)
-        super().__init__(file, mode, closefd, opener)
+        if (
+            _pinner is not None
+            and opener is None
+            and type(file) is not int
+            and type(mode) is str
+            and not _WRITE_MODES.isdisjoint(mode)
+        ):
+            fd = _pinner.open(os.fsdecode(file), open_flags(mode), 0o666)  # type: ignore[arg-type]
+            try:
+                super().__init__(fd, mode, True)
+            except BaseException:
+                posix.close(fd)
+                raise
+            _name(self, file)
+        else:
+            super().__init__(file, mode, closefd, opener)
         if type(file) is not int:
             writes = type(mode) is str and not _WRITE_MODES.isdisjoint(mode)
             try:
@@ -267,13 +316,32 @@ FileIO.__module__ = "io"
 FileIO.__qualname__ = "FileIO"
 
 
+def _set(name: str, wrapper: Callable[..., Any]) -> None:
+    setattr(posix, name, wrapper)
+    setattr(os, name, wrapper)
+
+
+_FOLLOWING = ("chmod", "chown", "utime", "truncate", "setxattr", "removexattr")
+_NOT_FOLLOWING = ("mkdir", "rmdir", "remove", "unlink", "lchown")
+
+
 def install(metadata_seen: set[tuple[str, bool]]) -> None:
     """Replace the file functions in ``os``, ``posix``, ``io`` and ``builtins``.
 
     ``posix`` is patched too: the import system calls ``posix.stat`` and
     ``posix.listdir`` directly.
     """
+    global _pinner
     readlink = posix.readlink  # the original, before it is wrapped below
+    pinner = _pinner = Pinner(capture())
+    for name in (*_FOLLOWING, *_NOT_FOLLOWING):
+        original = getattr(posix, name, None)
+        if original is not None:
+            changer = changes_one_path(pinner, original, follows=name in _FOLLOWING)
+            _set(name, _dress(changer, original))
+    for name in ("rename", "replace", "link"):
+        _set(name, _dress(changes_two_paths(pinner, getattr(posix, name)), getattr(posix, name)))
+    _set("symlink", _dress(symlink(pinner, posix.symlink), posix.symlink))
     for name in (*_METADATA, *_CREATING):
         original = getattr(posix, name, None)
         if original is None:
@@ -281,17 +349,17 @@ def install(metadata_seen: set[tuple[str, bool]]) -> None:
         if name in _METADATA:
             wrapper = _metadata(name, original, metadata_seen)
         else:
-            wrapper = _creating(name, original)
+            wrapper = _creating(name, original, pinner)
         setattr(posix, name, wrapper)
         setattr(os, name, wrapper)
     for name, factory in (("listdir", _listdir), ("scandir", _scandir)):
         wrapper = factory(getattr(posix, name))
         setattr(posix, name, wrapper)
         setattr(os, name, wrapper)
-    opened = _os_open(posix.open, readlink)
+    opened = _os_open(posix.open, readlink, pinner)
     posix.open = opened
     os.open = opened
-    opener = _open(builtins.open)
+    opener = _open(builtins.open, pinner)
     builtins.open = opener
     io.open = opener
     io.FileIO = FileIO  # type: ignore[misc]

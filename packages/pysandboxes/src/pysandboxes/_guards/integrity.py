@@ -53,10 +53,13 @@ class IntegrityGuard:
         enforcer: Enforcer,
         rule_file: str,
     ) -> None:
-        self._own = frozenset(id(g) for g in own_globals)
-        self._classes = frozenset(id(c) for c in own_classes)
+        # The objects are kept alive with their ids: a freed module's dict could otherwise
+        # lend its id to a dict of the program.
+        self._kept = (tuple(own_globals), tuple(own_classes), tuple(readers))
+        self._own = frozenset(id(g) for g in self._kept[0])
+        self._classes = frozenset(id(c) for c in self._kept[1])
         self._hook_globals = hook_globals
-        self._readers = frozenset(id(g) for g in readers)
+        self._readers = frozenset(id(g) for g in self._kept[2])
         self._stdlib = stdlib.rstrip("/") + "/"
         self._api = api
         self._enforcer = enforcer

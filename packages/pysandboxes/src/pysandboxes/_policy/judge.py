@@ -80,6 +80,11 @@ class FileJudge:
             self._stable[rule.path] = known
         return known
 
+    def writable_directory(self, path: str) -> bool:
+        """Whether ``path`` is a directory the sandbox may change entries of."""
+        rule = self.exposure(path)
+        return rule is not None and rule.writable and rule.is_dir
+
     def shadows_protected(self, path: str) -> bool:
         """Whether creating ``path`` (by rename or link) could put a protected file there."""
         return path in self._protected or path in self._protected_parents

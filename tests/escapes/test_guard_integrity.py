@@ -1,0 +1,368 @@
+"""Attack class 8: what reading the guard code suggests.
+
+Odd path objects, AF_UNIX socket paths, FIFOs, temporary files, the launcher's ``/proc``
+entries, implicit grants, and the program turning the guards off or slipping past them
+(patching, closures, ``__code__`` swaps, code that runs while the audit hook is busy).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import pytest
+from escapelab import Lab, got
+
+# -- odd path objects ------------------------------------------------------------------
+
+LYING_STR = """
+class Lying(str):
+    def __fspath__(self):
+        return DATA + '/config.txt'
+    def __str__(self):
+        return DATA + '/config.txt'
+    def __add__(self, other):
+        return DATA + '/config.txt' + other
+    def startswith(self, *args):
+        return True
+    def encode(self, *args, **kwargs):
+        return (DATA + '/config.txt').encode()
+"""
+
+LYING_BYTES = """
+class Lying(bytes):
+    def decode(self, *args, **kwargs):
+        return DATA + '/config.txt'
+    def __add__(self, other):
+        return (DATA + '/config.txt').encode() + other
+"""
+
+FLIPPING = """
+class Flipping:
+    calls = 0
+    def __fspath__(self):
+        Flipping.calls += 1
+        return DATA + '/config.txt' if Flipping.calls % 2 else SECRET_FILE
+"""
+
+ODD_PATHS = {
+    "str_subclass_open": LYING_STR + "print('GOT', open(Lying(SECRET_FILE)).read())",
+    "str_subclass_os_open": LYING_STR
+    + "print('GOT', os.read(os.open(Lying(SECRET_FILE), os.O_RDONLY), 200))",
+    "bytes_subclass_open": LYING_BYTES
+    + "print('GOT', open(Lying(os.fsencode(SECRET_FILE))).read())",
+    "flipping_pathlike_open": FLIPPING
+    + "print('GOT', [open(Flipping()).read() for _ in range(2)])",
+    "flipping_pathlike_os_open": FLIPPING
+    + "print('GOT', [os.read(os.open(Flipping(), os.O_RDONLY), 200) for _ in range(2)])",
+    "flipping_pathlike_fileio": FLIPPING
+    + "import io\nprint('GOT', [io.FileIO(Flipping()).read() for _ in range(2)])",
+    "flipping_pathlike_stat": FLIPPING
+    + "print('GOT', [os.stat(Flipping()).st_ino for _ in range(2)])",
+    "flipping_pathlike_listdir": FLIPPING.replace("SECRET_FILE", "OUTSIDE").replace(
+        "'/config.txt'", "''"
+    )
+    + "print('GOT', [os.listdir(Flipping()) for _ in range(2)])",
+}
+
+
+@pytest.mark.parametrize("attack", list(ODD_PATHS))
+def test_cant_read_secret_with_odd_path_objects(lab: Lab, attack: str) -> None:
+    code = lab.probe(ODD_PATHS[attack])
+
+    def marker() -> str:  # what shows the probe reached the secret, in the current tree
+        if attack.endswith("listdir"):
+            return "secret.txt"
+        return str(os.stat(lab.secret_file).st_ino) if attack.endswith("stat") else lab.secret
+
+    control = lab.control(code)
+    assert marker() in control.stdout, control.stdout + control.stderr
+    result = lab.run_sandboxed(code)
+    output = result.stdout + result.stderr
+    assert marker() not in result.stdout, output
+    assert lab.secret not in output
+    assert "REFUSED RuleFileNotFoundError" in result.stdout, output
+
+
+# -- AF_UNIX sockets, FIFOs, temporary files ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "OUTSIDE + '/sock'",
+        "os.fsencode(OUTSIDE + '/sock')",
+        "bytearray(os.fsencode(OUTSIDE + '/sock'))",
+    ],
+    ids=["str", "bytes", "bytearray"],
+)
+def test_cant_bind_unix_socket_outside(lab: Lab, address: str) -> None:
+    code = lab.probe(
+        f"""
+        import socket
+        socket.socket(socket.AF_UNIX).bind({address})
+        print('DONE')
+        """
+    )
+    assert got(lab.control(code), "DONE")
+    lab.refused(code, "RuleFileNotFoundError")
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["OUTSIDE + '/listener'", "bytearray(os.fsencode(OUTSIDE + '/listener'))"],
+    ids=["str", "bytearray"],
+)
+def test_cant_connect_to_unix_socket_outside(lab: Lab, address: str) -> None:
+    # A service listening outside the exposed tree (a docker.sock, an agent...).
+    listeners: list[socket.socket] = []
+
+    def listen() -> None:
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(lab.outside / "listener"))
+        server.listen(8)
+        listeners.append(server)
+
+    lab.setup(listen)
+    code = lab.probe(
+        f"""
+        import socket
+        client = socket.socket(socket.AF_UNIX)
+        client.connect({address})
+        print('DONE connected')
+        """
+    )
+    try:
+        assert got(lab.control(code), "DONE connected")
+        lab.refused(code, "RuleFileNotFoundError")
+    finally:
+        for server in listeners:
+            server.close()
+
+
+def test_cant_create_fifo_outside(lab: Lab) -> None:
+    code = lab.probe("os.mkfifo(OUTSIDE + '/fifo')\nprint('DONE')")
+    assert got(lab.control(code), "DONE")
+    lab.refused(code, "RuleFileNotFoundError")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "tempfile.mkstemp(dir=OUTSIDE)",
+        "tempfile.NamedTemporaryFile(dir=OUTSIDE, delete=False)",
+        "tempfile.mkdtemp(dir=OUTSIDE)",
+    ],
+    ids=["mkstemp", "named", "mkdtemp"],
+)
+def test_cant_write_temp_file_outside_private_dir(lab: Lab, call: str) -> None:
+    code = lab.probe(f"{call}\nprint('DONE')", imports="os, tempfile")
+    assert got(lab.control(code), "DONE")
+    lab.refused(code, "RuleFileNotFoundError")
+
+
+def test_default_temp_dir_is_private(lab: Lab) -> None:
+    code = lab.probe(
+        """
+        tempfile.tempdir = None  # forget the private directory: recompute from scratch
+        print('TEMP', tempfile.gettempdir())
+        """,
+        imports="os, tempfile",
+    )
+    result = lab.run_sandboxed(code)
+    output = result.stdout + result.stderr
+    assert "TEMP /tmp\n" not in result.stdout, output
+    assert "TEMP /var/tmp\n" not in result.stdout, output
+
+
+# -- the launcher under /proc/<ppid> ---------------------------------------------------
+
+LAUNCHER_FILES = {
+    "environ": "open(f'/proc/{ppid}/environ', 'rb').read()",
+    "root": "open(f'/proc/{ppid}/root' + SECRET_FILE).read()",
+    "cwd": "open(f'/proc/{ppid}/cwd/../outside/secret.txt').read()",
+    "fd_dir": "os.listdir(f'/proc/{ppid}/fd')",
+    "maps": "open(f'/proc/{ppid}/maps').read()[:20]",
+    "mem": (
+        "int(open(f'/proc/{ppid}/maps').read().split('-')[0], 16) and "
+        "open(f'/proc/{ppid}/mem', 'rb', 0)"
+    ),
+}
+
+# The control runs the probe as the child of a plain python that holds the secret in its
+# environment and works in the project, as python-sb's launcher does.
+AS_CHILD = "import subprocess, sys\nsubprocess.run([sys.executable, '-c', {code!r}])\n"
+
+
+@pytest.mark.parametrize("name", list(LAUNCHER_FILES))
+def test_cant_read_launcher_files_under_proc_ppid(lab: Lab, name: str) -> None:
+    lab.env = {"API_TOKEN": lab.secret}
+    code = lab.probe(f"ppid = os.getppid()\nprint('DONE', {LAUNCHER_FILES[name]})")
+    control = lab.control(AS_CHILD.format(code=code))
+    assert got(control, "DONE"), control.stdout + control.stderr
+    if name in ("environ", "root", "cwd"):
+        assert lab.secret in control.stdout
+    lab.refused(code, "RuleFileNotFoundError")
+
+
+# -- implicit grants -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["script", "module"])
+def test_cant_read_unexposed_file_beside_own_script(lab: Lab, mode: str) -> None:
+    # The rules expose data/ only. The script lives in the project: its directory (the
+    # cwd for -m) is sys.path[0], but it is not "the interpreter's own files".
+    def private() -> None:
+        (lab.project / "private").mkdir(exist_ok=True)
+        (lab.project / "private" / "secret.txt").write_text(lab.secret + "\n")
+
+    lab.rules("expose-ro=./data", "expose-ro=./app.py")  # -m must find app.py
+    lab.setup(private)
+    code = lab.probe("print('GOT', open('private/secret.txt').read())")
+    assert lab.secret in lab.control(code, mode=mode).stdout
+    lab.refused(code, "RuleFileNotFoundError", mode=mode)
+
+
+def test_cant_list_project_beside_own_script(lab: Lab) -> None:
+    # The project directory leads to the exposures: its listing may show them, nothing else.
+    lab.setup(lambda: (lab.project / "notes-for-nobody.txt").write_text("x"))
+    code = lab.probe("print('GOT', os.listdir('.'))")
+    assert "notes-for-nobody.txt" in lab.control(code, mode="script").stdout
+    result = lab.run_sandboxed(code, mode="script")
+    output = result.stdout + result.stderr
+    assert "GOT" in result.stdout or "REFUSED RuleFileNotFoundError" in result.stdout, output
+    assert "notes-for-nobody.txt" not in output, output
+    assert "app.py" not in result.stdout, output
+
+
+# -- switching the guards off ----------------------------------------------------------
+
+# Each probe falls back to a plain read where there is no guard to switch off (plain
+# python), so the control shows it reads the secret.
+FIND_GUARD = """
+        cells = [c.cell_contents for c in (getattr(os.listdir, '__closure__', None) or ())]
+        guard = next((c for c in cells if type(c).__name__ == 'FileGuard'), None)
+"""
+
+GUARD_OFF = {
+    "patch_enforcer": """
+        import pysandboxes._enforce as enforce
+        enforce.Enforcing.refuse_file = lambda self, report, verdict: None
+        print('GOT', open(SECRET_FILE).read())
+    """,
+    "closure_widens_rules": FIND_GUARD
+    + """
+        from pysandboxes._policy import model
+        if guard is not None:
+            everything = model.ExposeRule('/', True, True, model.Origin('x', 0, 'x'))
+            guard.judge._exposures['/'] = everything
+        print('GOT', open(SECRET_FILE).read())
+    """,
+    "closure_swaps_enforcer": FIND_GUARD
+    + """
+        class Lenient:
+            def refuse_file(self, report, verdict):
+                pass
+            def refuse_call(self, *args):
+                pass
+        if guard is not None:
+            guard.enforcer = Lenient()
+        print('GOT', open(SECRET_FILE).read())
+    """,
+    "code_swap_on_guard_method": FIND_GUARD
+    + """
+        if guard is not None:
+            type(guard).check.__code__ = (lambda self, *args, **kwargs: None).__code__
+        print('GOT', open(SECRET_FILE).read())
+    """,
+    "code_swap_on_wrapper": """
+        def make():
+            api = follow_default = guard = name = original = None
+            def wrapper(path, *args, **kwargs):
+                (api, follow_default, guard, name)
+                return original(path, *args, **kwargs)
+            return wrapper
+        if hasattr(os.stat, '__code__'):
+            os.stat.__code__ = make().__code__
+        print('GOT', os.path.exists(SECRET_FILE), os.stat(SECRET_FILE).st_ino)
+    """,
+    "reload_io": """
+        import importlib, io
+        importlib.reload(io)
+        print('GOT', io.open(SECRET_FILE).read())
+    """,
+    "delete_from_sys_modules": """
+        for name in ('io', '_io', 'os', 'posix', 'builtins'):
+            sys.modules.pop(name, None)
+        import _io
+        print('GOT', _io.FileIO(SECRET_FILE).read())
+    """,
+    "gc_callback_while_hook_busy": """
+        import gc
+        loot = []
+        def grab(phase, info):
+            if not loot:
+                try:
+                    loot.append(os.read(os.open(SECRET_FILE, os.O_RDONLY), 200))
+                except OSError:
+                    pass
+        gc.callbacks.append(grab)
+        gc.set_threshold(1, 1, 1)
+        keep = []
+        for _ in range(200):
+            if loot:
+                break
+            keep.append([[], []])  # enough allocations for a collection, busy hook or not
+            os.listdir(DATA)
+        gc.callbacks.remove(grab)
+        gc.set_threshold(700, 10, 10)
+        if loot:
+            print('GOT', loot)
+        else:
+            open(SECRET_FILE)
+    """,
+}
+
+
+@pytest.mark.parametrize("attack", list(GUARD_OFF))
+def test_cant_switch_file_guard_off(lab: Lab, attack: str) -> None:
+    code = lab.probe(GUARD_OFF[attack])
+    control = lab.control(code)
+    inode = str(os.stat(lab.secret_file).st_ino)
+    assert lab.secret in control.stdout or inode in control.stdout, control.stderr
+    result = lab.run_sandboxed(code)
+    output = result.stdout + result.stderr
+    inode = str(os.stat(lab.secret_file).st_ino)  # the tree was rebuilt for this run
+    assert lab.secret not in output, f"the guard was switched off:\n{output}"
+    assert inode not in result.stdout, f"the guard was switched off:\n{output}"
+    assert "REFUSED" in result.stdout or result.returncode != 0, output
+
+
+def test_cant_read_secret_from_signal_handler_while_hook_busy(lab: Lab) -> None:
+    # A Python signal handler runs between bytecodes, including the audit hook's, while
+    # the hook's "busy" mark tells it not to judge the handler's own accesses.
+    code = lab.probe(
+        """
+        import signal, time
+        loot = []
+        def grab(signum, frame):
+            if not loot:
+                try:
+                    loot.append(os.read(os.open(SECRET_FILE, os.O_RDONLY), 200))
+                except OSError:
+                    pass
+        signal.signal(signal.SIGALRM, grab)
+        signal.setitimer(signal.ITIMER_REAL, 0.0002, 0.0002)
+        end = time.monotonic() + 1.0
+        while not loot and time.monotonic() < end:
+            os.listdir(DATA)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        print('TRIED')
+        if loot:
+            print('GOT', loot)
+        else:
+            open(SECRET_FILE)
+        """
+    )
+    assert lab.secret in lab.control(code).stdout
+    lab.refused(code, "RuleFileNotFoundError")

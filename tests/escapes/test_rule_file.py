@@ -1,0 +1,181 @@
+"""Attack class 5: the sandbox rewriting its own rules under ``expose-rw=.``.
+
+The rule file and its includes (a missing one too: it would be read next time) can never
+be written, created, renamed or removed by the sandbox, whatever ``expose-rw`` says.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from escapelab import Lab, got
+
+RULES = ("expose-rw=.", 'include "extra.profile"', 'include "profiles/extra.profile"')
+EVIL = "expose-rw=/"
+EVIL_LINE = ("\n" + EVIL + "\n").encode()
+
+
+def _protected(lab: Lab) -> object:
+    """What must not change: the rule file, the includes, the project directory."""
+
+    def look(path: Path) -> object:
+        if not os.path.lexists(path):
+            return None
+        info = os.lstat(path)
+        content = path.read_bytes() if path.is_file() and not path.is_symlink() else None
+        return (info.st_mode, info.st_ino, info.st_mtime_ns, content)
+
+    project = lab.project
+    return {
+        "rules": look(project / ".py-sandboxes"),
+        "include": look(project / "extra.profile"),
+        "nested_include": look(project / "profiles" / "extra.profile"),
+        "project": os.path.isdir(project),
+        "outside": lab.state()["outside"],
+    }
+
+
+ATTACKS = {
+    "open_write": f"open('.py-sandboxes', 'w').write({EVIL!r})",
+    "open_append": f"open('.py-sandboxes', 'a').write({EVIL!r})",
+    "open_update": f"open('.py-sandboxes', 'r+').write({EVIL!r})",
+    "os_open_trunc": "os.open('.py-sandboxes', os.O_WRONLY | os.O_TRUNC)",
+    "fileio_write": f"import io\nio.FileIO('.py-sandboxes', 'w').write({EVIL.encode()!r})",
+    "pathlib_write": f"import pathlib\npathlib.Path('.py-sandboxes').write_text({EVIL!r})",
+    "truncate": "os.truncate('.py-sandboxes', 0)",
+    "chmod": "os.chmod('.py-sandboxes', 0o000)",
+    "utime": "os.utime('.py-sandboxes', (1, 1))",
+    "remove": "os.remove('.py-sandboxes')",
+    "rename_away": "os.rename('.py-sandboxes', 'old-rules')",
+    "rename_away_dir_fd": (
+        "base = os.open('.', os.O_RDONLY)\n"
+        "os.rename('.py-sandboxes', 'old-rules', src_dir_fd=base, dst_dir_fd=base)"
+    ),
+    "replace_from_temp": (
+        f"open('tmp-rules', 'w').write({EVIL!r})\nos.replace('tmp-rules', '.py-sandboxes')"
+    ),
+    "move_over": (
+        f"import shutil\nopen('tmp-rules', 'w').write({EVIL!r})\n"
+        "shutil.move('tmp-rules', '.py-sandboxes')"
+    ),
+    "copy_over": (
+        f"import shutil\nopen('tmp-rules', 'w').write({EVIL!r})\n"
+        "shutil.copyfile('tmp-rules', '.py-sandboxes')"
+    ),
+    "write_through_dir_symlink": (
+        f"os.symlink('.', 'alias')\nopen('alias/.py-sandboxes', 'w').write({EVIL!r})"
+    ),
+    "write_through_file_symlink": (
+        f"os.symlink('.py-sandboxes', 'alias')\nopen('alias', 'w').write({EVIL!r})"
+    ),
+    "write_through_proc_self_cwd": (f"open('/proc/self/cwd/.py-sandboxes', 'w').write({EVIL!r})"),
+    "hard_link_then_write": (
+        f"os.link('.py-sandboxes', 'alias')\nopen('alias', 'w').write({EVIL!r})"
+    ),
+    "create_include": f"open('extra.profile', 'w').write({EVIL!r})",
+    "create_include_exclusive": f"open('extra.profile', 'x').write({EVIL!r})",
+    "create_include_os_open": "os.open('extra.profile', os.O_CREAT | os.O_WRONLY)",
+    "create_include_mkdir": "os.mkdir('extra.profile')",
+    "symlink_as_include": f"open('evil', 'w').write({EVIL!r})\nos.symlink('evil', 'extra.profile')",
+    "hard_link_as_include": f"open('evil', 'w').write({EVIL!r})\nos.link('evil', 'extra.profile')",
+    "rename_as_include": f"open('evil', 'w').write({EVIL!r})\nos.rename('evil', 'extra.profile')",
+    "create_nested_include": (
+        f"os.makedirs('profiles', exist_ok=True)\n"
+        f"open('profiles/extra.profile', 'w').write({EVIL!r})"
+    ),
+    "remove_project_tree": "import shutil\nshutil.rmtree(PROJECT)",
+    "rename_project": "os.rename(PROJECT, PROJECT + '-moved')",
+}
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_cant_rewrite_rule_file_or_include(lab: Lab, attack: str) -> None:
+    lab.rules(*RULES)
+    code = lab.probe(ATTACKS[attack] + "\nprint('DONE')")
+    control = lab.control(code)
+    assert got(control, "DONE"), control.stdout + control.stderr
+    lab.refused(code, "RulePermissionError", watch=lambda: _protected(lab))
+
+
+def test_cant_create_missing_include_by_renaming_its_directory_into_place(lab: Lab) -> None:
+    # profiles/ does not exist; a directory holding extra.profile is renamed to it. Only
+    # a removal of an include's parent is judged, not its creation.
+    lab.rules(*RULES)
+    code = lab.probe(
+        f"""
+        os.mkdir('staging')
+        open('staging/extra.profile', 'w').write({EVIL!r})
+        os.rename('staging', 'profiles')
+        print('DONE')
+        """
+    )
+    assert got(lab.control(code), "DONE")
+    lab.refused(code, "RulePermissionError", watch=lambda: _protected(lab))
+
+
+def test_cant_change_rule_file_mode_through_read_only_descriptor(lab: Lab) -> None:
+    lab.rules(*RULES)
+    code = lab.probe(
+        """
+        fd = os.open('.py-sandboxes', os.O_RDONLY)
+        os.fchmod(fd, 0o000)
+        print('DONE')
+        """
+    )
+    assert got(lab.control(code), "DONE")
+    lab.refused(code, "RulePermissionError", watch=lambda: _protected(lab))
+
+
+def test_cant_rewrite_rule_file_with_fileio_given_a_path_object(lab: Lab) -> None:
+    lab.rules(*RULES)
+    code = lab.probe(
+        f"""
+        import io, pathlib
+        io.FileIO(pathlib.Path('.py-sandboxes'), 'w').write({EVIL.encode()!r})
+        print('DONE')
+        """
+    )
+    assert got(lab.control(code), "DONE")
+    lab.refused(code, "RulePermissionError", watch=lambda: _protected(lab))
+
+
+@pytest.mark.parametrize("opener", ["os_open_append", "open_w"])
+def test_cant_rewrite_rule_file_after_relative_chdir(lab: Lab, opener: str) -> None:
+    # chdir('../../..') from out/a/b: the guard keeps judging relative names from out/a/b
+    # (writable), the kernel opens them in the project.
+    lab.rules(*RULES)
+    write = {
+        "os_open_append": (
+            f"os.write(os.open('.py-sandboxes', os.O_WRONLY | os.O_APPEND), {EVIL_LINE!r})"
+        ),
+        "open_w": f"open('.py-sandboxes', 'w').write({EVIL!r})",
+    }[opener]
+    code = lab.probe(
+        f"""
+        os.makedirs(OUT + '/a/b')
+        os.chdir(OUT + '/a/b')
+        os.chdir('../../..')
+        {write}
+        print('DONE')
+        """
+    )
+    assert got(lab.control(code), "DONE")
+    lab.refused(code, "RulePermissionError", watch=lambda: _protected(lab))
+
+
+def test_cant_append_to_rule_file_through_os_open_dir_fd(lab: Lab) -> None:
+    # os.open's audit event carries no dir_fd: the name is judged in the cwd (out/).
+    lab.rules(*RULES)
+    code = lab.probe(
+        f"""
+        base = os.open(PROJECT, os.O_RDONLY)
+        os.chdir(OUT)
+        fd = os.open('.py-sandboxes', os.O_WRONLY | os.O_APPEND, dir_fd=base)
+        os.write(fd, {EVIL_LINE!r})
+        print('DONE')
+        """
+    )
+    assert got(lab.control(code), "DONE")
+    lab.refused(code, "RulePermissionError", watch=lambda: _protected(lab))
