@@ -276,3 +276,15 @@ def test_environment_is_exactly_the_rules(sb: Runner, project: Path) -> None:
     env = json.loads(result.stdout)
     env.pop("LC_CTYPE", None)  # CPython's own locale coercion, not a forwarded variable
     assert env == {"KEEP": "k", "FIXED": "1", "A_ID": "a", "LC_ALL": "C.UTF-8"}
+
+
+def test_inspect_flag_enters_the_prompt_after_the_program(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    rules(project, "expose-ro=.\n")
+    (project / "app.py").write_text("x = 41\n")
+    typed = "print(x + 1)\nimport os\nprint(os.path.exists('/etc/hostname'))\n"
+    ours, theirs = sb("-i", "app.py", stdin=typed), py("-i", "app.py", stdin=typed)
+    assert ours.returncode == theirs.returncode == 0
+    assert ours.stdout == "42\nFalse\n"  # the prompt runs under the rules too
+    assert theirs.stdout == "42\nTrue\n"

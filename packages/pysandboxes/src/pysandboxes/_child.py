@@ -108,20 +108,21 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
     judge = FileJudge(_exposures(spec, roots, program), policy.ignore, spec.protected)
     files = FileGuard(judge, enforcer, Resolver())
     api = ApiJudge(policy)
+    hook = AuditHook()
+    hook.globals["__builtins__"] = {}
+    internal = _internal_modules()
+    own_globals = [vars(module) for module in internal.values()] + [hook.globals]
     dynamic = DynamicCodeGuard(
         api,
         enforcer,
         os.path.dirname(os.__file__),
         [r for r in roots if "-packages" in r],
-        [_OWN_DIR],
+        own_globals,
         spec.rule_file,
         interactive=spec.program.kind == "repl" or bool(sys.flags.interactive),
     )
-    hook = AuditHook()
-    hook.globals["__builtins__"] = {}
-    internal = _internal_modules()
     integrity = IntegrityGuard(
-        [vars(module) for module in internal.values()] + [hook.globals],
+        own_globals,
         _classes(internal),
         hook.globals,
         [_runner.__dict__],

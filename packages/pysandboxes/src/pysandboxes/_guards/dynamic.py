@@ -10,7 +10,7 @@ count as the program.
 
 from __future__ import annotations
 
-from .audit import HOOK_FILENAME, current_frame
+from .audit import current_frame
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class DynamicCodeGuard:
         enforcer: Enforcer,
         stdlib: str,
         third_party: Sequence[str],
-        own_files: Sequence[str],
+        own_globals: Sequence[dict[str, object]],
         rule_file: str,
         *,
         interactive: bool = False,
@@ -77,7 +77,8 @@ class DynamicCodeGuard:
         self._marshal_allowed = api.judge("marshal.loads").allowed
         self._stdlib = stdlib.rstrip("/") + "/"
         self._third_party = tuple(third_party)
-        self._own = (*own_files, HOOK_FILENAME)
+        self._kept = tuple(own_globals)  # alive, so that their ids stay theirs
+        self._own = frozenset(id(g) for g in self._kept)
         self._rule_file = rule_file
         self._enforcer = enforcer
         self._generating: frozenset[str] = _GENERATING | (
@@ -99,9 +100,11 @@ class DynamicCodeGuard:
         return handlers
 
     def _caller_file(self) -> str:
+        # The guards' own frames are recognised by their globals, never by reading their
+        # code (which the integrity guard watches).
         frame: FrameType | None = current_frame()
         own = self._own
-        while frame is not None and frame.f_code.co_filename.startswith(own):
+        while frame is not None and id(frame.f_globals) in own:
             frame = frame.f_back
         return frame.f_code.co_filename if frame is not None else ""
 

@@ -124,9 +124,10 @@ class IntegrityGuard:
         frame: FrameType | None = current_frame()
         while frame is not None and id(frame.f_globals) in self._own:
             frame = frame.f_back
-        return frame is not None and (
-            id(frame.f_globals) in self._readers
-            or frame.f_code.co_filename.startswith((self._stdlib, "<frozen "))
+        if frame is None:
+            return True  # the guards themselves, called from C (the interactive prompt)
+        return id(frame.f_globals) in self._readers or frame.f_code.co_filename.startswith(
+            (self._stdlib, "<frozen ")
         )
 
     def _introspection(self, qualname: str) -> Callable[[tuple[Any, ...]], None]:
