@@ -288,3 +288,15 @@ def test_inspect_flag_enters_the_prompt_after_the_program(
     assert ours.returncode == theirs.returncode == 0
     assert ours.stdout == "42\nFalse\n"  # the prompt runs under the rules too
     assert theirs.stdout == "42\nTrue\n"
+
+
+def test_standard_library_works_under_the_default_rules(sb: Runner, project: Path) -> None:
+    """asyncio, typing, dataclasses... rebuild or generate code: that is not the program's."""
+    rules(project, "expose-ro=.\n")
+    code = (
+        "import asyncio, dataclasses, typing, enum, collections, json, decimal, fractions\n"
+        "async def main():\n    await asyncio.sleep(0)\n    return 'async ok'\n"
+        "print(asyncio.run(main()))\n"
+    )
+    result = sb("-c", code)
+    assert (result.returncode, result.stdout) == (0, "async ok\n"), result.stderr

@@ -127,6 +127,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
         hook.globals,
         [_runner.__dict__],
         os.path.dirname(os.__file__),
+        [r for r in roots if "-packages" in r],
         api,
         enforcer,
         spec.rule_file,
@@ -139,8 +140,9 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
     _hide(internal)
 
 
-#: Modules that stay importable as they are: the public surface and what program frames
-#: may show (the runner sits under the program's first frame).
+#: Modules that stay importable as they are: the public surface, what program frames may
+#: show (the runner sits under the program's first frame), and the wrappers, which hold
+#: only the functions they wrap (help() and IPython read their signatures).
 _PUBLIC = frozenset(
     {
         "pysandboxes",
@@ -149,6 +151,8 @@ _PUBLIC = frozenset(
         "pysandboxes._record",
         "pysandboxes._runner",
         "pysandboxes._version",
+        "pysandboxes._guards.filewraps",
+        "pysandboxes._guards.pinned",
     }
 )
 
@@ -192,6 +196,7 @@ def main() -> tuple[Program, CodeType | None]:
     spec = _read_spec(int(sys.argv[1]))
     _mode.enter_sandbox()
     _runner.adjust_on_import(spec.tempdir)
+    _runner.session.update(rule_file=spec.rule_file, tempdir=spec.tempdir)
     program = spec.program
     code = None
     if program.kind == "script":

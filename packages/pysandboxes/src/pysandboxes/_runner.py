@@ -153,16 +153,34 @@ def _die_by_sigint() -> None:
     os.kill(os.getpid(), signal.SIGINT)
 
 
-def interact(namespace: dict[str, object]) -> None:
-    """The interactive prompt, marked so nobody mistakes it for an unsandboxed one."""
-    import code
+#: The rule file as shown to the user and the private temporary directory, for the
+#: interactive session (set by the sandboxed interpreter's bootstrap).
+session: dict[str, str | None] = {"rule_file": ".py-sandboxes", "tempdir": None}
 
-    sys.ps1 = "⚠ >>> "
-    sys.ps2 = "⚠ ... "
-    banner = ""
-    if sys.stdin.isatty() and sys.stdout.isatty():
-        banner = f"SANDBOXES Python {sys.version} on {sys.platform}"
-    code.interact(banner=banner, local=namespace, exitmsg="")
+
+def interact(namespace: dict[str, object]) -> None:
+    """The interactive prompt, marked so nobody mistakes it for an unsandboxed one.
+
+    The session of ``python-sb`` (IPython when installed) when that package is there;
+    else the standard console with the same marks.
+    """
+    rule_file = session["rule_file"] or ".py-sandboxes"
+    try:
+        from python_sb.repl import interact as python_sb_interact
+    except ImportError:
+        import code
+
+        sys.ps1 = "⚠ >>> "
+        sys.ps2 = "⚠ ... "
+        banner = ""
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            banner = (
+                f"SANDBOXES Python {sys.version} on {sys.platform}\n"
+                f"**APIs are LIMITED according to the rules in '{rule_file}'**"
+            )
+        code.interact(banner=banner, local=namespace, exitmsg="")
+        return
+    python_sb_interact(namespace, rule_file, session["tempdir"])
 
 
 def adjust_on_import(tempdir: str | None) -> None:

@@ -29,6 +29,7 @@ _DYNAMIC = ("builtins.compile", "builtins.eval", "builtins.exec")
 #: judged as the program.
 _GENERATING = frozenset(
     {
+        "ast",  # ast.parse only parses: running the tree needs a compile() of the program
         "collections",
         "dataclasses",
         "enum",
@@ -108,12 +109,14 @@ class DynamicCodeGuard:
             frame = frame.f_back
         return frame.f_code.co_filename if frame is not None else ""
 
-    def _user_code(self, source: object = None) -> bool:
+    def _user_code(self, source: object = None, *, any_stdlib: bool = False) -> bool:
         filename = self._caller_file()
         if not filename or filename.startswith(("<frozen ", *self._third_party)):
             return False  # the interpreter itself, C code, or an installed package
         if not filename.startswith(self._stdlib):
             return True
+        if any_stdlib:
+            return False
         module = filename[len(self._stdlib) :].split("/")[0].removesuffix(".py")
         if module == "typing":
             return not looks_like_a_type(source)
@@ -124,7 +127,8 @@ class DynamicCodeGuard:
             self._refuse("eval(), exec() and compile()", "builtins.compile")
 
     def _code_new(self, args: tuple[Any, ...]) -> None:
-        if self._user_code():
+        # The standard library only rebuilds code it holds (types.coroutine flips a flag).
+        if self._user_code(any_stdlib=True):
             self._refuse("Building a code object (types.CodeType, code.replace)", "code.__new__")
 
     def _marshal(self, args: tuple[Any, ...]) -> None:

@@ -40,9 +40,6 @@ def _dress(wrapper: Callable[..., Any], original: Callable[..., Any]) -> Callabl
     wrapper.__qualname__ = getattr(original, "__qualname__", original.__name__)
     wrapper.__doc__ = original.__doc__
     wrapper.__module__ = getattr(original, "__module__", None) or "posix"
-    text_signature = getattr(original, "__text_signature__", None)
-    if text_signature:
-        wrapper.__text_signature__ = text_signature  # type: ignore[attr-defined]
     return wrapper
 
 

@@ -49,6 +49,7 @@ class IntegrityGuard:
         hook_globals: dict[str, object],
         readers: Iterable[dict[str, object]],
         stdlib: str,
+        libraries: Iterable[str],
         api: ApiJudge,
         enforcer: Enforcer,
         rule_file: str,
@@ -61,6 +62,8 @@ class IntegrityGuard:
         self._hook_globals = hook_globals
         self._readers = frozenset(id(g) for g in self._kept[2])
         self._stdlib = stdlib.rstrip("/") + "/"
+        # Installed packages format tracebacks too (IPython, rich, stack_data...).
+        self._libraries = tuple(libraries)
         self._api = api
         self._enforcer = enforcer
         self._rule_file = rule_file
@@ -120,14 +123,15 @@ class IntegrityGuard:
             self._refuse("Reaching a frame of the sandbox with sys._getframe")
 
     def _from_stdlib(self) -> bool:
-        """Whether the reader is the standard library or the runner (printing tracebacks)."""
+        """Whether the reader is the standard library, an installed package or the runner
+        (all of which format tracebacks), rather than the program itself."""
         frame: FrameType | None = current_frame()
         while frame is not None and id(frame.f_globals) in self._own:
             frame = frame.f_back
         if frame is None:
             return True  # the guards themselves, called from C (the interactive prompt)
         return id(frame.f_globals) in self._readers or frame.f_code.co_filename.startswith(
-            (self._stdlib, "<frozen ")
+            (self._stdlib, "<frozen ", *self._libraries)
         )
 
     def _introspection(self, qualname: str) -> Callable[[tuple[Any, ...]], None]:

@@ -33,11 +33,12 @@ _PREFIX = "/proc/self/fd/"
 
 
 def is_pinned(path: str) -> bool:
-    """Whether ``path`` names one entry of a pinned directory (``/proc/self/fd/N/name``)."""
+    """Whether ``path`` names a descriptor (``/proc/self/fd/N``) or one entry of a pinned
+    directory (``/proc/self/fd/N/name``): either way the kernel cannot be redirected."""
     if not path.startswith(_PREFIX):
         return False
     number, slash, name = path[len(_PREFIX) :].partition("/")
-    return number.isdigit() and bool(slash) and bool(name) and "/" not in name
+    return number.isdigit() and (not slash or (bool(name) and "/" not in name))
 
 
 def split(path: str) -> tuple[str, str]:

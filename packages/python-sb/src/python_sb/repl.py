@@ -1,0 +1,84 @@
+"""The interactive session of ``python-sb``: IPython when installed, else the standard one.
+
+It runs inside the sandboxed interpreter, under the rules, so everything typed is judged
+like a program's code. The banner says whose rules apply and every prompt starts with
+``⚠``, so nobody mistakes it for an ordinary Python. IPython's own files (history,
+configuration) go to the sandbox's private temporary directory, never to ``~/.ipython``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+MARK = "⚠ "
+
+
+def banner(rule_file: str, *, learning: bool = False) -> str:
+    """The two lines that open a sandboxed session, and CPython's usual third."""
+    if learning:
+        rules = f"**API calls are LEARNED and saved in '{rule_file}' at the end of the session**"
+    else:
+        rules = f"**APIs are LIMITED according to the rules in '{rule_file}'**"
+    return (
+        f"SANDBOXES Python {sys.version} on {sys.platform}\n{rules}\n"
+        'Type "help", "copyright", "credits" or "license" for more information.'
+    )
+
+
+def interact(namespace: dict[str, Any], rule_file: str, tempdir: str | None) -> None:
+    """Run the session in ``namespace`` (the ``__main__`` of the sandbox)."""
+    show_banner = sys.stdin.isatty() and sys.stdout.isatty()
+    text = banner(rule_file) if show_banner else ""
+    try:
+        import IPython
+    except ImportError:
+        _standard(namespace, text)
+        return
+    _ipython(IPython, namespace, text, tempdir)
+
+
+def _standard(namespace: dict[str, Any], text: str) -> None:
+    import code
+
+    sys.ps1 = MARK + ">>> "
+    sys.ps2 = MARK + "... "
+    code.interact(banner=text, local=namespace, exitmsg="")
+
+
+def _ipython(ipython: Any, namespace: dict[str, Any], text: str, tempdir: str | None) -> None:
+    from IPython.terminal.prompts import Prompts
+    from pygments.token import Token
+    from traitlets.config import Config
+
+    class SandboxPrompts(Prompts):
+        def in_prompt_tokens(self) -> list[tuple[Any, str]]:
+            return [(Token.Prompt, MARK), *super().in_prompt_tokens()]
+
+        def continuation_prompt_tokens(
+            self,
+            width: int | None = None,
+            *,
+            lineno: int | None = None,
+            wrap_count: int | None = None,
+        ) -> list[tuple[Any, str]]:
+            return [(Token.Prompt, MARK), *super().continuation_prompt_tokens(width)]
+
+    config = Config()
+    config.TerminalInteractiveShell.prompts_class = SandboxPrompts
+    config.TerminalIPythonApp.display_banner = False
+    config.TerminalInteractiveShell.confirm_exit = False
+    if tempdir is not None:
+        ipython_dir = os.path.join(tempdir, "ipython")
+        os.makedirs(ipython_dir, exist_ok=True)
+        config.TerminalIPythonApp.ipython_dir = ipython_dir
+        config.BaseIPythonApplication.ipython_dir = ipython_dir
+    if text:
+        print(text)
+        version = ipython.__version__
+        print(f"IPython {version} -- An enhanced Interactive Python. Type '?' for help.")
+    ipython.start_ipython(argv=[], user_ns=namespace, config=config)
