@@ -109,6 +109,9 @@ def build_spec(
     """The child's spec and environment. The caller owns ``spec.tempdir`` and removes it."""
     policy, found = load_rules(request, cwd, env)
     child_env = resolve_env(policy, env)
+    if request.program.kind == "repl" and "TERM" in env and "TERM" not in child_env:
+        # The interactive session draws on the terminal; TERM says how, nothing more.
+        child_env["TERM"] = env["TERM"]
     rule_path = found.path or found.default
     protected = list(policy.rule_files)
     if policy.learn is not None:

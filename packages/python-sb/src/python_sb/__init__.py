@@ -44,13 +44,15 @@ def main(args: list[str] | None = None) -> int:
         return run_cli(["--help"])
     if invocation.action == "python-help":
         os.execv(sys.executable, [sys.executable, invocation.target])
+    if invocation.action == "show-rules":
+        return _run(invocation, show=True)
     if invocation.learn is not None:
         print("python-sb: --learn: learning mode is not built yet in this release", file=sys.stderr)
         return 2
     return _run(invocation)
 
 
-def _run(invocation: object) -> int:
+def _run(invocation: object, *, show: bool = False) -> int:
     from pysandboxes._launch import LaunchRequest, run
     from pysandboxes._spec import Program
     from pysandboxes.errors import ConfigSyntaxError
@@ -68,7 +70,13 @@ def _run(invocation: object) -> int:
         extra_rules=invocation.rules,
     )
     try:
+        if show:
+            from .rules import show as show_rules
+
+            return show_rules(request)
         return run(request)
     except ConfigSyntaxError as exc:
-        print(exc, file=sys.stderr)
+        from .errors import report
+
+        report(exc)
         return CONFIG_ERROR

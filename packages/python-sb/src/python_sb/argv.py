@@ -32,7 +32,7 @@ class Invocation:
     """What a ``python-sb`` command line asks for.
 
     Attributes:
-        action: ``run``, ``help``, ``version`` or ``python-help``.
+        action: ``run``, ``help``, ``version``, ``python-help`` or ``show-rules``.
         kind: ``script``, ``module``, ``command``, ``stdin`` or ``interactive`` (no program:
             a prompt when standard input is a terminal, else its text is the program).
         target: the script, module or command.
@@ -59,9 +59,12 @@ def split(argv: Sequence[str]) -> Invocation:
     rules: list[str] = []
     config: str | None = None
     learn: str | None = None
+    show = False
     i = 0
 
     def result(**kwargs: object) -> Invocation:
+        if show and kwargs.get("action", "run") == "run":
+            kwargs["action"] = "show-rules"
         return Invocation(
             python_flags=tuple(flags),
             rules=tuple(rules),
@@ -99,6 +102,8 @@ def split(argv: Sequence[str]) -> Invocation:
                     flags.append(f"--{name}={value}")
             elif name == "learn":
                 learn = value if equal else ""
+            elif name == "show-rules" and not equal:
+                show = True
             elif not name:
                 raise UsageError(f"invalid option '{arg}'")
             else:

@@ -1,76 +1,160 @@
-"""The Typer application behind ``python-sb --help`` and its usage errors.
+"""The help of ``python-sb``, rendered by Typer: rich on a terminal, plain text on a pipe.
 
-Running a program under the rules (complete mode) is not built yet: until then the
-command says so plainly instead of pretending to sandbox anything.
+The command line itself is split by ``argv.split`` (CPython's rules cannot be expressed
+as Typer options: everything after the program is the program's); this Typer command
+exists to document it, so its parameters mirror what ``split`` accepts.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
-from . import version_text
-
-_EPILOG = """\
+SANDBOX = "Sandbox options"
+PYTHON = "Python options"
+EPILOG = """\
 Examples:
 
-  python-sb app.py                      run app.py under ./.py-sandboxes
-  python-sb --learn -m my_server        learn the rules of a module from what it does
-  python-sb --expose-ro=/data -c 'print(open("/data/x").read())'
+  python-sb app.py --port 8000          run app.py under the .py-sandboxes next to it
+
+  python-sb --expose-ro=./data -m tool  add a rule for this run only
+
+  python-sb --show-rules app.py         list the rules in force and where each comes from
+
+Any rule of the rule file can be given as --<key>=<value> before the program; a
+learn=false line in the file refuses them. Configuration errors exit with status 255.
 """
 
-app = typer.Typer(
-    name="python-sb",
-    add_completion=False,
-    no_args_is_help=False,
-    rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
-    epilog=_EPILOG,
-    help="Run a Python program under the deny-by-default rules of a .py-sandboxes file.",
-)
 
-
-@app.command()
-def _command(
-    program: Annotated[
-        list[str] | None,
-        typer.Argument(help="script | -m module | -c command | - , then its arguments"),
-    ] = None,
-    version: Annotated[
-        bool, typer.Option("--version", "-V", help="Print the versions and exit.")
-    ] = False,
-    learn: Annotated[
-        str | None,
-        typer.Option("--learn", help="Learn the rules from what the program does (FILE)."),
-    ] = None,
-    config: Annotated[
-        str | None,
-        typer.Option("--pysandboxes-config", help="The rule file to use.", metavar="FILE"),
-    ] = None,
-) -> None:
-    if version:
-        typer.echo(version_text())
-        raise typer.Exit(0)
-    typer.echo(
-        "python-sb: running a program under the rules (complete mode) is not built yet; "
-        "this release provides --version and --help only.",
-        err=True,
+def build(rich: bool) -> typer.Typer:
+    """The Typer application (``rich``: draw the option panels)."""
+    app = typer.Typer(
+        name="python-sb",
+        add_completion=False,
+        rich_markup_mode="rich" if rich else None,
+        context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     )
-    raise typer.Exit(2)
+
+    @app.command(
+        help="Run a Python program under the deny-by-default rules of a .py-sandboxes file.",
+        epilog=EPILOG,
+    )
+    def python_sb(  # pyright: ignore[reportUnusedFunction]
+        program: Annotated[
+            list[str] | None,
+            typer.Argument(
+                metavar="[script | -m module | -c command | -] [args]...",
+                help="What to run, as with python; everything after it is the program's.",
+                show_default=False,
+            ),
+        ] = None,
+        learn: Annotated[
+            str | None,
+            typer.Option(
+                "--learn",
+                metavar="[=FILE]",
+                help="Learn the rules from what the program does (not built yet).",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = None,
+        config: Annotated[
+            str | None,
+            typer.Option(
+                "--pysandboxes-config",
+                metavar="FILE",
+                help="The rule file to use instead of the one found.",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = None,
+        show_rules: Annotated[
+            bool,
+            typer.Option(
+                "--show-rules",
+                help="Print the rules in force and the file and line of each, then exit.",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = False,
+        rule: Annotated[
+            str | None,
+            typer.Option(
+                "--<key>",
+                metavar="=<value>",
+                help="Any rule, e.g. --expose-ro=/data or --env=LANG=${LANG}.",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = None,
+        unbuffered: Annotated[
+            bool, typer.Option("-u", help="Unbuffered stdout and stderr.", rich_help_panel=PYTHON)
+        ] = False,
+        no_bytecode: Annotated[
+            bool, typer.Option("-B", help="Do not write .pyc files.", rich_help_panel=PYTHON)
+        ] = False,
+        ignore_env: Annotated[
+            bool,
+            typer.Option(
+                "-E", help="Ignore PYTHON* environment variables.", rich_help_panel=PYTHON
+            ),
+        ] = False,
+        isolate: Annotated[
+            bool, typer.Option("-I", help="Isolate from the user's site.", rich_help_panel=PYTHON)
+        ] = False,
+        inspect: Annotated[
+            bool,
+            typer.Option("-i", help="Inspect interactively after running.", rich_help_panel=PYTHON),
+        ] = False,
+        optimize: Annotated[
+            bool,
+            typer.Option(
+                "-O", help="Remove asserts (-OO: docstrings too).", rich_help_panel=PYTHON
+            ),
+        ] = False,
+        quiet: Annotated[
+            bool,
+            typer.Option("-q", help="No banner at the prompt.", rich_help_panel=PYTHON),
+        ] = False,
+        no_user_site: Annotated[
+            bool, typer.Option("-s", help="No user site directory.", rich_help_panel=PYTHON)
+        ] = False,
+        no_site: Annotated[
+            bool, typer.Option("-S", help="Do not import site.", rich_help_panel=PYTHON)
+        ] = False,
+        verbose: Annotated[
+            bool, typer.Option("-v", help="Trace imports.", rich_help_panel=PYTHON)
+        ] = False,
+        warnings: Annotated[
+            str | None,
+            typer.Option("-W", metavar="ARG", help="Warning control.", rich_help_panel=PYTHON),
+        ] = None,
+        xoption: Annotated[
+            str | None,
+            typer.Option(
+                "-X", metavar="OPT", help="Implementation option.", rich_help_panel=PYTHON
+            ),
+        ] = None,
+        version: Annotated[
+            bool,
+            typer.Option(
+                "--version",
+                "-V",
+                help="Print the versions of python-sb, pysandboxes and Python.",
+                rich_help_panel=PYTHON,
+            ),
+        ] = False,
+    ) -> None:
+        """Documentation only: ``python_sb.main`` does the work."""
+
+    return app
 
 
 def run_cli(args: list[str]) -> int:
-    """Run the Typer application on ``args`` and return the exit status."""
+    """Render the help (the only thing Typer is used for) and return the exit status."""
+    # Rich draws the two option panels; without a terminal it prints them with no colour
+    # or escape codes, so a pipe gets plain text.
+    app = build(rich=True)
     try:
         app(args=args, prog_name="python-sb", standalone_mode=True)
     except SystemExit as exit_:
         code = exit_.code
-        if code is None:
-            return 0
-        if isinstance(code, int):
-            return code
-        print(code, file=sys.stderr)
-        return 1
+        return code if isinstance(code, int) else 0 if code is None else 1
     return 0

@@ -40,6 +40,7 @@ def _dress(wrapper: Callable[..., Any], original: Callable[..., Any]) -> Callabl
     wrapper.__qualname__ = getattr(original, "__qualname__", original.__name__)
     wrapper.__doc__ = original.__doc__
     wrapper.__module__ = getattr(original, "__module__", None) or "posix"
+    wrapper.__annotations__ = {}  # help() then shows the signature as the builtin's
     return wrapper
 
 

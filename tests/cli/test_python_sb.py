@@ -1,0 +1,230 @@
+"""python-sb as a user drives it: argument forms, help, the rules report, the session."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Runner
+
+PROBE = (
+    "import json, sys\n"
+    "print(json.dumps({'argv': sys.argv, 'name': __name__, 'flags': list(sys.flags),"
+    " 'warn': sys.warnoptions, 'x': sorted(sys._xoptions)}))\n"
+)
+
+
+def rules(project: Path, text: str = "expose-ro=.\n") -> None:
+    (project / ".py-sandboxes").write_text(text + "env=LC_ALL=${LC_ALL}\n")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-c" + PROBE, "a"],
+        ["-Im", "this"],
+        ["-Bu", "probe.py", "-x"],
+        ["-Wdefault", "-Xdev", "probe.py"],
+        ["-O", "-m", "probe", "--", "z"],
+        ["--", "probe.py", "-m"],
+        ["-E", "-s", "-c", PROBE],
+    ],
+    ids=["glued-c", "glued-Im", "glued-flags", "glued-W-X", "module-args", "dashdash", "E-s"],
+)
+def test_argument_forms_behave_as_python(
+    sb: Runner, py: Runner, project: Path, args: list[str]
+) -> None:
+    rules(project)
+    (project / "probe.py").write_text(PROBE)
+    ours, theirs = sb(*args), py(*args)
+    assert (ours.returncode, ours.stderr) == (theirs.returncode, theirs.stderr)
+    if ours.stdout.startswith("{"):
+        assert json.loads(ours.stdout) == json.loads(theirs.stdout)
+    else:
+        assert ours.stdout == theirs.stdout
+
+
+def test_glued_module_with_its_own_options(sb: Runner, py: Runner, project: Path) -> None:
+    rules(project)
+    data = '{"b": 1, "a": [1, 2]}'
+    ours, theirs = (
+        sb("-mjson.tool", "--sort-keys", stdin=data),
+        py("-mjson.tool", "--sort-keys", stdin=data),
+    )
+    assert (ours.returncode, ours.stdout) == (theirs.returncode, theirs.stdout)
+
+
+def test_usage_errors_exit_2(sb: Runner, project: Path) -> None:
+    for args, message in (
+        (["-c"], "Argument expected for the -c option"),
+        (["-z"], "Unknown option: -z"),
+    ):
+        result = sb(*args)
+        assert result.returncode == 2
+        assert message in result.stderr
+
+
+def test_rules_on_the_command_line_refused_by_the_lock(sb: Runner, project: Path) -> None:
+    rules(project, "expose-ro=.\nlearn=false\n")
+    result = sb("--expose-rw=/", "-c", "print('ran')")
+    assert result.returncode == 255
+    assert result.stdout == ""
+    assert (
+        "'learn=false' locks the rules: the command line cannot add 'expose-rw=/'" in result.stderr
+    )
+
+
+def test_show_rules_lists_each_rule_with_its_line(sb: Runner, project: Path) -> None:
+    rules(project, "# a comment\nexpose-ro=.\nenv=HOME=${HOME}\n")
+    result = sb("--show-rules", "--env=EXTRA=1", "app.py")
+    assert result.returncode == 0, result.stderr
+    lines = [line.split() for line in result.stdout.splitlines()[1:]]
+    assert lines == [
+        ["<arg>(1)", "env=EXTRA=1"],
+        [".py-sandboxes(2)", "expose-ro=."],
+        [".py-sandboxes(3)", "env=HOME=${HOME}"],
+        [".py-sandboxes(4)", "env=LC_ALL=${LC_ALL}"],
+    ]
+
+
+def readme_help(repo_root: Path) -> str:
+    text = (repo_root / "README.md").read_text()
+    match = re.search(r"## `python-sb --help`\n\n```text\n(.*?)```", text, re.S)
+    assert match is not None, "README.md has no python-sb --help section"
+    return match.group(1)
+
+
+def test_help_is_the_one_the_readme_shows(python_sb: str, repo_root: Path) -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "COLUMNS": "100", "TERM": "dumb"}
+    out = subprocess.run([python_sb, "--help"], capture_output=True, text=True, env=env, check=True)
+    shown = "\n".join(line.rstrip() for line in out.stdout.splitlines()).strip("\n") + "\n"
+    assert "\x1b[" not in out.stdout  # plain text on a pipe
+    assert shown == readme_help(repo_root)
+
+
+def test_uvx_runs_a_program_from_the_wheels(wheels_dir: Path, tmp_path: Path) -> None:
+    uvx = shutil.which("uvx")
+    if uvx is None:
+        pytest.skip("uvx is not installed: run scripts/test, which installs uv")
+    (tmp_path / ".py-sandboxes").write_text("expose-ro=.\n")
+    (tmp_path / "app.py").write_text("import sys; print('ran', sys.argv[1:])\n")
+    cli = next(wheels_dir.glob("python_sb-*.whl"))
+    lib = next(wheels_dir.glob("pysandboxes-*.whl"))
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never", "UV_TOOL_DIR": str(tmp_path / "t")}
+    out = subprocess.run(
+        [uvx, "--python", sys.executable, "--from", str(cli), "--with", str(lib), "python-sb"]
+        + ["app.py", "x"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert (out.returncode, out.stdout) == (0, "ran ['x']\n"), out.stderr
+
+
+class Terminal:
+    """A program on a pseudo-terminal: type lines, read what the screen would show."""
+
+    def __init__(self, command: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # pragma: no cover - the child
+            os.chdir(cwd)
+            os.execve(command[0], command, env)
+        self.seen = ""
+
+    def read_until(self, pattern: str, timeout: float = 30) -> str:
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, plain_screen(self.seen)):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"{pattern!r} never came; the screen:\n{self.seen}")
+            ready, _, _ = select.select([self.fd], [], [], remaining)
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:
+                    break
+                self.seen += chunk.decode("utf-8", "replace")
+        return self.seen
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, line.encode() + b"\r")
+
+    def close(self) -> None:
+        try:
+            os.kill(self.pid, 9)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self.pid, 0)
+        os.close(self.fd)
+
+
+def session(python_sb: str, project: Path) -> Terminal:
+    rules(project)
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    return Terminal([python_sb], project, env)
+
+
+def plain_screen(text: str) -> str:
+    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[>=]|\r", "", text)
+
+
+def drive(terminal: Terminal, prompt: str) -> str:
+    terminal.read_until("APIs are LIMITED according to the rules in '.py-sandboxes'")
+    terminal.read_until(prompt)
+    terminal.type("6 * 7")
+    terminal.read_until("42")
+    terminal.type("open('/etc/shadow')")
+    terminal.read_until("RuleFileNotFoundError")
+    terminal.type("import os")
+    terminal.type("os.open??" if "In" in prompt else "help(os.open)")
+    return terminal.read_until("dir_fd")
+
+
+def test_session_with_ipython(python_sb: str, project: Path) -> None:
+    pytest.importorskip("IPython", reason="IPython is not installed in the test environment")
+    terminal = session(python_sb, project)
+    try:
+        screen = plain_screen(drive(terminal, r"⚠ In \[1\]"))
+    finally:
+        terminal.close()
+    assert "SANDBOXES Python" in screen
+    assert "⚠ In [2]" in screen
+    assert "Reading '/etc/shadow' is refused" in screen
+    assert "Signature" in screen
+
+
+def test_session_without_ipython(wheels_dir: Path, project: Path, tmp_path: Path) -> None:
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed: run scripts/test, which installs it")
+    venv = tmp_path / "no-ipython"
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    subprocess.run([uv, "venv", "-q", "-p", sys.executable, str(venv)], check=True, env=env)
+    wheels = [str(w) for w in wheels_dir.glob("*.whl")]
+    subprocess.run(
+        [uv, "pip", "install", "-q", "--python", str(venv / "bin" / "python"), *wheels],
+        check=True,
+        env=env,
+        timeout=300,
+    )
+    terminal = session(str(venv / "bin" / "python-sb"), project)
+    try:
+        screen = plain_screen(drive(terminal, "⚠ >>> "))
+    finally:
+        terminal.close()
+    assert "SANDBOXES Python" in screen
+    assert "⚠ >>> 6 * 7" in screen
+    assert "Reading '/etc/shadow' is refused" in screen
+    assert "open(path, flags, mode=511, *, dir_fd=None)" in screen
