@@ -228,3 +228,16 @@ def test_session_without_ipython(wheels_dir: Path, project: Path, tmp_path: Path
     assert "⚠ >>> 6 * 7" in screen
     assert "Reading '/etc/shadow' is refused" in screen
     assert "open(path, flags, mode=511, *, dir_fd=None)" in screen
+
+
+def test_config_error_on_a_terminal_shows_the_line(python_sb: str, project: Path) -> None:
+    (project / ".py-sandboxes").write_text("expose-ro=.\nbogus-key=1\nenv=A=1\n")
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    terminal = Terminal([python_sb, "-c", "print('ran')"], project, env)
+    try:
+        screen = plain_screen(terminal.read_until(r"env=A=1"))
+    finally:
+        terminal.close()
+    assert ".py-sandboxes(2): unknown key 'bogus-key'" in screen
+    assert "→    2 │ bogus-key=1" in screen
+    assert "ran" not in screen
