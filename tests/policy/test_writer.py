@@ -18,6 +18,7 @@ from pysandboxes._policy import writer
 from pysandboxes._policy.lines import strip_comment
 from pysandboxes._policy.model import Policy
 from pysandboxes._policy.pyproject import pyproject_rule_lines
+from pysandboxes._policy.registry import CATEGORIES
 from pysandboxes._policy.template import TEMPLATE
 from pysandboxes._policy.writer import (
     BLOCKS,
@@ -31,16 +32,6 @@ from pysandboxes._policy.writer import (
 
 NOW = datetime(2025, 3, 4, 5, 6)
 HEADER = "# Add rules (2025/03/04 at 05:06)"
-CATEGORIES = (
-    "process-exec",
-    "process-control",
-    "privileges",
-    "threads",
-    "native",
-    "introspection",
-    "dynamic-code",
-    "deserialization",
-)
 ONE_OF_EACH = [
     LearnedRule("envs", "env=HOME=${HOME}", "learned: read by app/main.py:3"),
     LearnedRule("files", "expose-ro=./data/config.toml", "learned: read by app/db.py:12"),

@@ -13,24 +13,22 @@ import sys
 
 from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
 
-from .expand import ExpansionError, check, expand, has_reference
+from . import families
+from .expand import ExpansionError, expand, has_reference
+from .families import FOREIGN_PROVIDERS as FOREIGN_PROVIDERS
+from .families import PROVIDER_OPTIONS as PROVIDER_OPTIONS
+from .families import PROVIDERS as PROVIDERS
 from .lines import LineReader, RawRule, expand_home
 from .model import (
     ARG_SOURCE,
     ApiRule,
-    EnvRule,
     EvalRule,
     ExposeRule,
-    IgnoreRule,
-    ImportRule,
     NetRule,
     Origin,
     Policy,
-    ProviderOption,
     Setting,
-    UnenvRule,
 )
-from .registry import CATEGORIES, SENSITIVE_FUNCTIONS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,18 +37,6 @@ if TYPE_CHECKING:
 
     from .netrules import Resolver
 
-#: Kernel providers we ship, as ``os-sandbox=`` takes them.
-PROVIDERS = ("landlock", "unshare", "bwrap", "subprocess", "none")
-#: Options of each provider, as ``<provider>.<option>=``; values are checked by the provider.
-PROVIDER_OPTIONS: Mapping[str, tuple[str, ...]] = {
-    "bwrap": ("share-net", "unshare-net", "hostname"),
-    "unshare": ("proc",),
-    "landlock": (),
-    "subprocess": (),
-    "none": (),
-}
-#: Providers of the established implementation we do not ship: their options are ignored.
-FOREIGN_PROVIDERS = ("qemu", "firejail")
 SINGLE_KEYS = (
     "os-sandbox",
     "py-sandbox",
@@ -154,11 +140,11 @@ def _dispatch(builder: _Builder, rule: RawRule) -> None:
     if key in SINGLE_KEYS:
         _single(builder, rule)
     elif key in ("env", "unenv"):
-        _env(builder, rule)
+        families.env_rule(builder, rule)
     elif key in ("expose-ro", "expose-rw"):
-        _expose(builder, rule)
+        families.expose_rule(builder, rule)
     elif key == "ignore":
-        _ignore(builder, rule)
+        families.ignore_rule(builder, rule)
     elif key == "net":
         value = builder.expanded(rule)
         if value is not None:
@@ -167,9 +153,9 @@ def _dispatch(builder: _Builder, rule: RawRule) -> None:
             resolve = builder.resolve_host or netrules.system_resolver
             netrules.parse_net(builder, rule.origin, value, resolve)
     elif key == "python-import":
-        _imports(builder, rule)
+        families.import_rule(builder, rule)
     elif key == "python-api":
-        _api(builder, rule)
+        families.api_rule(builder, rule)
     elif key.startswith("eval-"):
         value = builder.expanded(rule)
         if value is not None:
@@ -177,7 +163,7 @@ def _dispatch(builder: _Builder, rule: RawRule) -> None:
 
             evalkeys.parse_eval(builder, rule.origin, key, value)
     elif "." in key:
-        _provider_option(builder, rule)
+        families.provider_option(builder, rule)
     else:
         _unknown(builder, rule)
     if rule.via_arg and key != "learn":
@@ -191,7 +177,7 @@ def _unknown(builder: _Builder, rule: RawRule) -> None:
     if stripped != key:
         hint = f" (no spaces around '=': write '{stripped}=...')"
     else:
-        close = _close(key.lower(), KNOWN_KEYS, n=1, cutoff=0.6)
+        close = families.close_matches(key.lower(), KNOWN_KEYS, n=1, cutoff=0.6)
         if close:
             hint = f": did you mean '{close[0]}'?"
     builder.issue(rule.origin, f"unknown key '{key}' in '{rule.origin.text}'{hint}")
@@ -226,7 +212,7 @@ def _single(builder: _Builder, rule: RawRule) -> None:
     elif key == "os-sandbox":
         parsed = value.lower()
         if parsed not in PROVIDERS:
-            close = _close(str(parsed), PROVIDERS, n=1)
+            close = families.close_matches(str(parsed), PROVIDERS, n=1)
             hint = f" Did you mean '{close[0]}'?" if close else ""
             builder.issue(
                 origin, f"os-sandbox '{value}' is unknown: use one of {', '.join(PROVIDERS)}.{hint}"
@@ -263,163 +249,6 @@ def _learn_path(builder: _Builder, rule: RawRule, value: str) -> str | None:
         builder.issue(rule.origin, f"'{rule.origin.text}': the directory of '{path}' must exist")
         return None
     return path
-
-
-def _env(builder: _Builder, rule: RawRule) -> None:
-    origin, value = rule.origin, rule.value
-    if rule.key == "unenv":
-        expanded = builder.expanded(rule)
-        if expanded is None:
-            return
-        value = expanded
-        if not value or "=" in value:
-            builder.issue(origin, f"'{origin.text}': expected unenv=NAME or unenv=PATTERN*")
-        else:
-            builder.add("unenv", UnenvRule(value, origin))
-        return
-    name, equal, template = value.partition("=")
-    name = name.strip()
-    if not equal:
-        builder.issue(origin, f"missing '=' in '{origin.text}': expected env=NAME=value")
-        return
-    if not name or "\0" in name:
-        builder.issue(origin, f"'{origin.text}': the variable name is empty or invalid")
-        return
-    try:
-        check(template)
-    except ExpansionError as exc:
-        builder.issue(origin, f"in '{origin.text}': {exc}")
-        return
-    builder.add("env", EnvRule(name, template, origin))
-
-
-def _expose(builder: _Builder, rule: RawRule) -> None:
-    origin = rule.origin
-    value = builder.expanded(rule)
-    if value is None:
-        return
-    if not value:
-        builder.issue(origin, f"'{origin.text}': the path is empty")
-        return
-    expanded = expand_home(value, builder.env)
-    if expanded is None:
-        builder.issue(origin, f"'{origin.text}': cannot expand '~': no home directory")
-        return
-    path = os.path.join(rule.base, expanded)
-    # /proc/self names the sandboxed process, not the one reading the rules.
-    path = os.path.normpath(path) if _is_proc_self(path) else os.path.realpath(path)
-    if not os.path.exists(path):
-        builder.issue(origin, f"'{origin.text}': '{path}' does not exist")
-        return
-    builder.add("expose", ExposeRule(path, rule.key == "expose-rw", os.path.isdir(path), origin))
-
-
-def _is_proc_self(path: str) -> bool:
-    normal = os.path.normpath(path)
-    return normal in ("/proc/self", "/proc/thread-self") or normal.startswith(
-        ("/proc/self/", "/proc/thread-self/")
-    )
-
-
-def _ignore(builder: _Builder, rule: RawRule) -> None:
-    origin = rule.origin
-    value = builder.expanded(rule)
-    if value is None:
-        return
-    pattern = (expand_home(value, builder.env) or value).rstrip("/") if value != "/" else value
-    if not pattern or pattern == "/":
-        builder.issue(origin, f"'{origin.text}': the pattern is empty")
-        return
-    if pattern.startswith("/"):
-        base = None
-    elif "/" in pattern:
-        base = rule.base
-    else:
-        base = None
-    builder.add("ignore", IgnoreRule(pattern, base, origin))
-
-
-def _imports(builder: _Builder, rule: RawRule) -> None:
-    origin = rule.origin
-    value = builder.expanded(rule)
-    if value is None:
-        return
-    names = [n.strip() for n in value.split(",")]
-    if "*" in names:
-        builder.add("imports", ImportRule(frozenset(), True, origin))
-        return
-    modules: set[str] = set()
-    for name in names:
-        if not name:
-            builder.issue(origin, f"'{origin.text}': empty module name")
-        elif all(part.isidentifier() and part.isascii() for part in name.split(".")):
-            if "." in name:
-                # As in the established format: a rule names a top-level module, and a
-                # dotted name grants nothing (granting its top level would widen it).
-                top = name.split(".")[0]
-                builder.warn(
-                    origin,
-                    f"python-import rule '{name}' never matches: a rule names a top-level "
-                    f"module, such as '{top}'",
-                )
-            else:
-                modules.add(name)
-        else:
-            builder.issue(origin, f"'{origin.text}': '{name}' is not a module name")
-    builder.add("imports", ImportRule(frozenset(modules), False, origin))
-
-
-def _api(builder: _Builder, rule: RawRule) -> None:
-    origin = rule.origin
-    value = builder.expanded(rule)
-    if value is None:
-        return
-    action, colon, rest = value.partition(":")
-    if not colon or action not in ("ALLOW", "DENY"):
-        builder.issue(origin, f"'{origin.text}': expected python-api=ALLOW:targets or DENY:targets")
-        return
-    targets: list[str] = []
-    for target in (t.strip() for t in rest.split(",")):
-        if target in ("ALLOW", "DENY") or target.startswith(("ALLOW:", "DENY:")):
-            builder.issue(origin, f"'{origin.text}': one action per line: do not mix them")
-        elif not target:
-            builder.issue(origin, f"'{origin.text}': empty target")
-        elif target == "*" or target in CATEGORIES or target in SENSITIVE_FUNCTIONS:
-            targets.append(target)
-        else:
-            builder.issue(origin, f"'{origin.text}': {_unknown_target(target)}")
-    builder.add("api", ApiRule(action == "ALLOW", tuple(targets), origin))
-
-
-def _unknown_target(target: str) -> str:
-    if "." not in target:
-        return f"unknown category '{target}': expected one of {', '.join(CATEGORIES)}"
-    close = _close(target, list(SENSITIVE_FUNCTIONS), n=1)
-    hint = f": did you mean '{close[0]}'?" if close else ""
-    return f"'{target}' is not a registered sensitive function{hint}"
-
-
-def _provider_option(builder: _Builder, rule: RawRule) -> None:
-    provider, _, option = rule.key.partition(".")
-    origin = rule.origin
-    if provider in FOREIGN_PROVIDERS:
-        builder.warn(origin, f"'{rule.key}' is ignored: the {provider} provider is not shipped")
-        return
-    options = PROVIDER_OPTIONS.get(provider)
-    if options is None:
-        close = _close(provider, PROVIDERS, n=1)
-        hint = f": did you mean '{close[0]}.{option}'?" if close else ""
-        builder.issue(origin, f"unknown provider '{provider}' in '{origin.text}'{hint}")
-        return
-    if option not in options:
-        close = _close(option, options, n=1)
-        known = ", ".join(options) or "none"
-        hint = f" Did you mean '{provider}.{close[0]}'?" if close else ""
-        builder.issue(origin, f"unknown option '{rule.key}' (known: {known}).{hint}")
-        return
-    value = builder.expanded(rule)
-    if value is not None:
-        builder.add("provider", ProviderOption(provider, option, value, origin))
 
 
 def _assemble(builder: _Builder, files: Iterable[str]) -> Policy:
@@ -500,10 +329,3 @@ def _merge_exposures(builder: _Builder, rules: list[ExposeRule]) -> list[ExposeR
                 "both read-only and read-write",
             )
     return list(by_path.values())
-
-
-def _close(word: str, choices: Iterable[str], n: int = 1, cutoff: float = 0.6) -> list[str]:
-    """Close matches for "did you mean"; difflib is imported only when a rule is wrong."""
-    import difflib
-
-    return difflib.get_close_matches(word, list(choices), n=n, cutoff=cutoff)

@@ -24,6 +24,7 @@ from pathlib import Path
 import tomlkit
 from tomlkit.items import AbstractTable, Array, Bool, Item, String, Table
 
+from .lines import strip_comment
 from .pyproject import parse_toml, pyproject_rule_lines
 from .template import TEMPLATE
 
@@ -128,17 +129,7 @@ def _active_text(line: str) -> str:
 
     Comments start at a ``#`` outside quotes; spaces around the key's ``=`` are ignored.
     """
-    quote = ""
-    for index, char in enumerate(line):
-        if quote:
-            if char == quote:
-                quote = ""
-        elif char in "\"'":
-            quote = char
-        elif char == "#":
-            line = line[:index]
-            break
-    text = line.strip()
+    text = strip_comment(line)  # the parser's own reading of comments and quotes
     key, equal, value = text.partition("=")
     if equal and _KEY.fullmatch(key.strip()):
         return f"{key.strip()}={value.strip()}"
