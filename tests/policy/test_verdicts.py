@@ -103,10 +103,10 @@ def test_protected_rule_files_cannot_be_modified(parse: Parse, tree: Path) -> No
     for access in (Access.WRITE, Access.CREATE, Access.DELETE):
         verdict = judge.judge(rules, access)
         assert (verdict.allowed, verdict.hidden) == (False, False)
-    # The directory holding it may not be removed or renamed, but may be written into:
-    # this is what lets os.makedirs(exist_ok=True) work (a reference defect).
+    # The directory holding it may not be removed or renamed, nor (being the exposed path
+    # itself, in a directory that is not writable) created again; entries in it may.
     assert not judge.judge(str(tree), Access.DELETE).allowed
-    assert judge.judge(str(tree), Access.CREATE).allowed
+    assert judge.judge(str(tree), Access.CREATE).fix == "<exposure-root>"
     assert judge.judge(str(tree / "new.txt"), Access.CREATE).allowed
 
 

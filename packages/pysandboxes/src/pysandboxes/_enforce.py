@@ -85,6 +85,16 @@ class Messages:
 
     def file(self, report: FileAccess, verdict: Verdict) -> str:
         """The message of a refused file access."""
+        if verdict.fix == "<exposure-root>":
+            return (
+                f"{_VERBS[report.access]} '{report.named}' is refused: it is the path "
+                f"{verdict.rule} exposes, and its directory is not writable."
+            )
+        if verdict.fix == "<holds-rules>":
+            return (
+                f"{_VERBS[report.access]} '{report.named}' is refused: narrower rules name "
+                "paths inside it, which the change would carry out of their rules."
+            )
         if verdict.fix == "<unpinned>":
             return (
                 f"{_VERBS[report.access]} '{report.named}' is refused: in a writable "

@@ -10,6 +10,8 @@ count as the program.
 
 from __future__ import annotations
 
+import os
+
 from .audit import current_frame
 
 TYPE_CHECKING = False
@@ -34,16 +36,16 @@ _GENERATING = frozenset(
         "dataclasses",
         "enum",
         "functools",
-        "importlib",
-        "inspect",
-        "pkgutil",
-        "runpy",
         "string",
         "unittest",
-        "zipimport",
         "rlcompleter",
     }
 )
+#: The import system: it compiles module files, never strings (``<frozen importlib...>``
+#: and these): ambient only when the file named is a real one.
+_IMPORTING = frozenset({"importlib", "runpy", "zipimport", "pkgutil"})
+#: Evaluate strings of annotations: ambient only for strings that cannot call.
+_ANNOTATIONS = frozenset({"typing", "inspect"})
 #: Compiling interactive input: ambient only in an interactive session.
 _INTERACTIVE = frozenset({"code", "codeop"})
 _NOT_IN_TYPE_EXPRESSIONS = frozenset("():;=@{}\\\n!%&*+<>^~")
@@ -58,6 +60,16 @@ def looks_like_a_type(source: object) -> bool:
     if type(source) is bytes:
         source = source.decode("utf-8", "replace")  # type: ignore[union-attr]
     return type(source) is str and _NOT_IN_TYPE_EXPRESSIONS.isdisjoint(source)  # type: ignore[arg-type]
+
+
+def _is_module_file(name: object) -> bool:
+    """Whether the import system compiles a file it found (not a string it was handed)."""
+    if type(name) is bytes:
+        name = name.decode("utf-8", "surrogateescape")  # type: ignore[union-attr]
+    if type(name) is not str or not name.startswith("/"):  # type: ignore[union-attr]
+        return False
+    archive, zipped, _ = name.partition(".zip/")  # type: ignore[union-attr]
+    return os.path.isfile(archive + ".zip" if zipped else name)  # type: ignore[arg-type]
 
 
 class DynamicCodeGuard:
@@ -109,21 +121,37 @@ class DynamicCodeGuard:
             frame = frame.f_back
         return frame.f_code.co_filename if frame is not None else ""
 
-    def _user_code(self, source: object = None, *, any_stdlib: bool = False) -> bool:
+    def _user_code(
+        self, source: object = None, compiled: object = None, *, any_stdlib: bool = False
+    ) -> bool:
+        """Whether the code asking is the program's (see the module docstring).
+
+        ``source`` and ``compiled`` are the ``compile`` event's arguments: the text and
+        the file name it is compiled as.
+        """
         filename = self._caller_file()
-        if not filename or filename.startswith(("<frozen ", *self._third_party)):
-            return False  # the interpreter itself, C code, or an installed package
-        if not filename.startswith(self._stdlib):
+        if not filename:
+            return False  # C code: the interpreter itself (the interactive prompt)
+        if filename.startswith(self._third_party):
+            return False  # an installed package (see docs/security.md)
+        if filename.startswith("<frozen "):
+            module = filename[len("<frozen ") :].split(".")[0].rstrip(">")
+        elif filename.startswith(self._stdlib):
+            module = filename[len(self._stdlib) :].split("/")[0].removesuffix(".py")
+        else:
             return True
         if any_stdlib:
             return False
-        module = filename[len(self._stdlib) :].split("/")[0].removesuffix(".py")
-        if module == "typing":
+        if module in _IMPORTING:
+            return not _is_module_file(compiled)
+        if module in _ANNOTATIONS:
             return not looks_like_a_type(source)
         return module not in self._generating
 
     def _compile(self, args: tuple[Any, ...]) -> None:
-        if self._user_code(args[0] if args else None):
+        source = args[0] if args else None
+        compiled = args[1] if len(args) > 1 else None
+        if self._user_code(source, compiled):
             self._refuse("eval(), exec() and compile()", "builtins.compile")
 
     def _code_new(self, args: tuple[Any, ...]) -> None:
@@ -132,7 +160,7 @@ class DynamicCodeGuard:
             self._refuse("Building a code object (types.CodeType, code.replace)", "code.__new__")
 
     def _marshal(self, args: tuple[Any, ...]) -> None:
-        if self._user_code():
+        if self._user_code(any_stdlib=True):
             self._enforcer.refuse_call(
                 "marshal.loads",
                 "deserialization",

@@ -195,7 +195,7 @@ class FileGuard:
         if (
             verdict.allowed
             and access.modifies
-            and not (is_pinned(named) or (base is not None and "/" not in named))
+            and not is_pinned(named)
             # shutil's events are advisory; sockets and sqlite open in C, with no pinned form
             and not api.startswith(("socket.", "shutil.", "sqlite3."))
             and self.judge.writable_directory(real.rpartition("/")[0] or "/")

@@ -20,7 +20,15 @@ import os
 import posix
 import sys
 
-from .pinned import Pinner, capture, changes_one_path, changes_two_paths, open_flags, symlink
+from .pinned import (
+    Pinner,
+    capture,
+    changes_one_path,
+    changes_two_paths,
+    open_flags,
+    relative_to,
+    symlink,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -75,10 +83,11 @@ def _creating(name: str, original: Callable[..., Any], pinner: Pinner) -> Callab
 
     def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
         path = _path_arg(path)
-        if kwargs.get("dir_fd") is not None or type(path) is int:
-            audit("pysandboxes.create", api, path, kwargs.get("dir_fd"))
+        if type(path) is int:
+            audit("pysandboxes.create", api, path, None)
             return original(path, *args, **kwargs)
-        fd, pinned = pinner.parent(os.fsdecode(path))  # type: ignore[arg-type]
+        text = relative_to(os.fsdecode(path), kwargs.pop("dir_fd", None))  # type: ignore[arg-type]
+        fd, pinned = pinner.parent(text)
         try:
             audit("pysandboxes.create", api, pinned, None)
             return original(pinned, *args, **kwargs)
@@ -241,14 +250,9 @@ def _os_open(
     def open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
         path = _path_arg(path)
         if dir_fd is not None and type(path) in (str, bytes):
-            name = os.fsdecode(path)  # type: ignore[arg-type]
-            if not name.startswith("/"):
-                # The "open" audit event does not carry dir_fd: open by the full path, which
-                # is what the guard then judges.
-                base = readlink(f"/proc/self/fd/{dir_fd}")
-                if not base.startswith("/") or base.endswith(" (deleted)"):
-                    raise FileNotFoundError(2, "No such file or directory", name)
-                path, dir_fd = f"{base.rstrip('/')}/{name}", None
+            # The "open" audit event does not carry dir_fd: name the file through the
+            # descriptor instead, which is what the guard then judges.
+            path, dir_fd = relative_to(os.fsdecode(path), dir_fd), None  # type: ignore[arg-type]
         if flags & _OS_WRITE_FLAGS and dir_fd is None and type(path) in (str, bytes):
             fd: int = pinner.open(os.fsdecode(path), flags, mode)  # type: ignore[arg-type]
         else:
@@ -338,7 +342,8 @@ def install(metadata_seen: set[tuple[str, bool]]) -> None:
             changer = changes_one_path(pinner, original, follows=name in _FOLLOWING)
             _set(name, _dress(changer, original))
     for name in ("rename", "replace", "link"):
-        _set(name, _dress(changes_two_paths(pinner, getattr(posix, name)), getattr(posix, name)))
+        original = getattr(posix, name)
+        _set(name, _dress(changes_two_paths(pinner, original, link=name == "link"), original))
     _set("symlink", _dress(symlink(pinner, posix.symlink), posix.symlink))
     for name in (*_METADATA, *_CREATING):
         original = getattr(posix, name, None)

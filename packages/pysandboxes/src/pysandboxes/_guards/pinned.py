@@ -155,19 +155,31 @@ def as_text(path: object) -> str | None:
     return converted if isinstance(converted, str) else os.fsdecode(bytes(converted))  # type: ignore[arg-type]
 
 
+def relative_to(text: str, dir_fd: object) -> str:
+    """A name relative to a directory descriptor, as a path through that descriptor.
+
+    ``/proc/self/fd/<dir_fd>/<name>`` names the same file as ``(dir_fd, name)`` does, and
+    the pinned form can then be made of it like of any path.
+    """
+    if dir_fd is None or text.startswith("/"):
+        return text
+    return f"{_PREFIX}{dir_fd}/{text}"
+
+
 def changes_one_path(
     pinner: Pinner, original: Callable[..., Any], *, follows: bool
 ) -> Callable[..., Any]:
     """A wrapper for a change of one path (``mkdir``, ``remove``, ``chmod``...).
 
     ``follows``: the call acts on what a symlink points to, unless the caller passes
-    ``follow_symlinks=False``.
+    ``follow_symlinks=False``. A ``dir_fd`` is turned into the path through it.
     """
 
     def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
         text = as_text(path)
-        if text is None or kwargs.get("dir_fd") is not None:
-            return original(path, *args, **kwargs)  # a descriptor already pins it
+        if text is None:
+            return original(path, *args, **kwargs)  # a descriptor: what it names is judged
+        text = relative_to(text, kwargs.pop("dir_fd", None))
         if follows and kwargs.get("follow_symlinks", True):
             for target in pinner.target(text):
                 return original(target, *args, **kwargs)
@@ -180,22 +192,32 @@ def changes_one_path(
     return wrapper
 
 
-def changes_two_paths(pinner: Pinner, original: Callable[..., Any]) -> Callable[..., Any]:
-    """A wrapper for ``rename``, ``replace`` and ``link``: both parents pinned."""
+def changes_two_paths(
+    pinner: Pinner, original: Callable[..., Any], *, link: bool = False
+) -> Callable[..., Any]:
+    """A wrapper for ``rename``, ``replace`` and ``link``: both parents pinned.
+
+    ``link``: ``os.link`` follows a symlink given as its source (by default); the file it
+    leads to is then pinned itself, so a swapped link cannot name another file.
+    """
 
     def wrapper(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
         source, destination = as_text(src), as_text(dst)
         if source is None or destination is None:
             return original(src, dst, *args, **kwargs)
-        first = second = None
+        source = relative_to(source, kwargs.pop("src_dir_fd", None))
+        destination = relative_to(destination, kwargs.pop("dst_dir_fd", None))
+        second, dst = pinner.parent(destination)
         try:
-            if kwargs.get("src_dir_fd") is None:
-                first, src = pinner.parent(source)
-            if kwargs.get("dst_dir_fd") is None:
-                second, dst = pinner.parent(destination)
-            return original(src, dst, *args, **kwargs)
+            if link and kwargs.get("follow_symlinks", True):
+                for target in pinner.target(source):
+                    return original(target, dst, *args, **kwargs)
+            first, src = pinner.parent(source)
+            try:
+                return original(src, dst, *args, **kwargs)
+            finally:
+                pinner.release(first)
         finally:
-            pinner.release(first)
             pinner.release(second)
 
     return wrapper
@@ -206,8 +228,9 @@ def symlink(pinner: Pinner, original: Callable[..., Any]) -> Callable[..., Any]:
 
     def wrapper(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
         destination = as_text(dst)
-        if destination is None or kwargs.get("dir_fd") is not None:
+        if destination is None:
             return original(src, dst, *args, **kwargs)
+        destination = relative_to(destination, kwargs.pop("dir_fd", None))
         fd, pinned = pinner.parent(destination)
         try:
             return original(src, pinned, *args, **kwargs)

@@ -48,6 +48,9 @@ class FileJudge:
         self._leading = frozenset(parent for path in self._exposures for parent in _ancestors(path))
         self.has_ignores = bool(ignores_list)
         self._writable = tuple(rule.path for rule in self._exposures.values() if rule.writable)
+        anchors = set(self._exposures) | {_static_prefix(r) for r in ignores_list if _anchored(r)}
+        self._anchors = frozenset(anchors)
+        self._anchor_parents = frozenset(parent for path in anchors for parent in _ancestors(path))
         self._stable: dict[str, bool] = {}
 
     def exposure(self, path: str) -> ExposeRule | None:
@@ -110,7 +113,35 @@ class FileJudge:
             return Verdict(False, None, hidden=True, fix=f"{key}={path}")
         if access.modifies and not rule.writable:
             return Verdict(False, rule.origin, hidden=False, fix=f"expose-rw={path}")
+        if access is Access.CREATE or access is Access.DELETE:
+            if path == rule.path and path != "/":
+                # The exposed path itself is an entry of its parent: replacing it (by a
+                # symlink, say) would change what the rule names on the next run.
+                parent = self.exposure(path.rpartition("/")[0] or "/")
+                if parent is None or not parent.writable:
+                    return Verdict(False, rule.origin, hidden=False, fix=EXPOSURE_ROOT)
+            if access is Access.DELETE and (path in self._anchors or path in self._anchor_parents):
+                # Rules name paths: renaming a directory above a narrower rule (a
+                # read-only part, an ignored one) would carry its files out of that rule.
+                return Verdict(False, rule.origin, hidden=False, fix=HOLDS_RULES)
         return Verdict(True, rule.origin)
+
+
+#: ``Verdict.fix`` of a refused change to an exposed path itself, from outside its parent.
+EXPOSURE_ROOT = "<exposure-root>"
+#: ``Verdict.fix`` of a refused removal or rename of a directory narrower rules name.
+HOLDS_RULES = "<holds-rules>"
+
+
+def _anchored(rule: IgnoreRule) -> bool:
+    return rule.base is not None or rule.pattern.startswith("/")
+
+
+def _static_prefix(rule: IgnoreRule) -> str:
+    """The part of an anchored ``ignore=`` pattern before its first wildcard."""
+    full = os.path.normpath(os.path.join(rule.base or "/", rule.pattern))
+    cut = min((full.find(c) for c in "*?[" if c in full), default=len(full))
+    return full if cut == len(full) else (full[:cut].rpartition("/")[0] or "/")
 
 
 def _ancestors(path: str) -> Iterable[str]:
