@@ -289,9 +289,8 @@ class FileGuard:
         if type(path) is int:
             base = self.resolver.fd_path(path)
         else:
-            named = exact_path(path) if path is not None else "."
-            absolute = self.resolver.absolute(named) if named is not None else None
-            base = self.resolver.real(absolute) if absolute is not None else None
+            # Judged already by the listing's own event: a cached answer, usually.
+            base = self.check("." if path is None else path, _READ, "os.listdir", metadata=True)
         if base is None:
             return
         judge = self.judge
