@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import Runner
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
+    from conftest import Runner
+
 
 PROBE = (
     "import json, sys\n"

@@ -18,8 +18,9 @@ from pysandboxes._guards.audit import AuditHook
 from pysandboxes._guards.dynamic import DynamicCodeGuard
 from pysandboxes._guards.files import FileGuard
 from pysandboxes._guards.integrity import IntegrityGuard
+from pysandboxes._guards.network import NetworkGuard
 from pysandboxes._guards.paths import Resolver
-from pysandboxes._policy.judge import ApiJudge, FileJudge
+from pysandboxes._policy.judge import ApiJudge, FileJudge, NetJudge
 from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._spec import LaunchSpec, decode
 
@@ -133,6 +134,8 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
         spec.rule_file,
     )
     hook.add(files.events)
+    network = NetworkGuard(NetJudge(policy.net), policy, enforcer, spec.rule_file)
+    hook.add(network.events)
     hook.add(dynamic.events)
     hook.add(integrity.events)
     hook.install()

@@ -12,7 +12,12 @@ import os
 
 from pysandboxes._policy.model import Access
 from pysandboxes._record import record
-from pysandboxes.errors import RuleApiPermissionError, RuleFileNotFoundError, RulePermissionError
+from pysandboxes.errors import (
+    RuleApiPermissionError,
+    RuleFileNotFoundError,
+    RulePermissionError,
+    RuleSocketConnectionRefusedError,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,6 +62,10 @@ if TYPE_CHECKING:
 
         def refuse_call(self, qualname: str, category: str, message: str) -> None:
             """Called for a refused sensitive call; raise to stop it, return to let it through."""
+            ...
+
+        def refuse_connection(self, message: str, address: str, rule: str | None) -> None:
+            """Called for a refused connection, bind, datagram or name lookup."""
             ...
 
 
@@ -143,6 +152,10 @@ class Enforcing:
         """Raise ``RuleApiPermissionError``."""
         raise RuleApiPermissionError(message, qualname=qualname, category=category)
 
+    def refuse_connection(self, message: str, address: str, rule: str | None) -> None:
+        """Raise ``RuleSocketConnectionRefusedError``: at once, never a hang."""
+        raise RuleSocketConnectionRefusedError(message, address=address, rule=rule)
+
 
 class Recording:
     """Keep every refused access and let it through: for tests of the guards."""
@@ -150,6 +163,7 @@ class Recording:
     def __init__(self) -> None:
         self.files: list[tuple[FileAccess, Verdict]] = []
         self.calls: list[tuple[str, str]] = []
+        self.connections: list[str] = []
 
     def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
         """Record the refusal; the access goes on."""
@@ -158,3 +172,7 @@ class Recording:
     def refuse_call(self, qualname: str, category: str, message: str) -> None:
         """Record the refusal; the call goes on."""
         self.calls.append((qualname, category))
+
+    def refuse_connection(self, message: str, address: str, rule: str | None) -> None:
+        """Record the refusal; the connection goes on."""
+        self.connections.append(address)

@@ -1,0 +1,151 @@
+"""The network guard: connections, datagrams and binds judged by the ``net=`` rules.
+
+CPython audits ``connect`` (and ``connect_ex``), ``bind``, ``sendto`` and ``sendmsg``
+after converting the address; the hook judges every address a name leads to (a name is
+allowed only if all its addresses are), the IPv6 spellings of an IPv4 address folded into
+it. Name lookups (``getaddrinfo``, ``gethostbyname``...) are refused for names no rule
+names when the rules allow only named hosts. With no ``net=`` rule, nothing passes.
+
+AF_UNIX paths are the file guard's; abstract AF_UNIX sockets are refused (no rule can
+name them). What this layer cannot see (C code, a name resolved again by the system
+between the check and the call) is the kernel layer's.
+"""
+
+from __future__ import annotations
+
+import _socket
+from _socket import socket as _raw_socket
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from pysandboxes._enforce import Enforcer
+    from pysandboxes._policy.judge import NetJudge
+    from pysandboxes._policy.model import Policy
+
+_FAMILY = _raw_socket.__dict__["family"]
+_TYPE = _raw_socket.__dict__["type"]
+_INET = (_socket.AF_INET, _socket.AF_INET6)
+_DGRAM = _socket.SOCK_DGRAM
+
+
+def _text(value: object) -> str | None:
+    kind = type(value)
+    if kind is str:
+        return value  # type: ignore[return-value]
+    if issubclass(kind, str):
+        return str.__add__("", value)  # type: ignore[arg-type]
+    if issubclass(kind, (bytes, bytearray)):
+        return bytes(value).decode("idna", "replace")  # type: ignore[arg-type]
+    return None
+
+
+def _port(value: object) -> int | None:
+    if type(value) is int:
+        return value  # type: ignore[return-value]
+    if issubclass(type(value), int):
+        return int.__add__(0, value)  # type: ignore[arg-type]
+    return None
+
+
+class NetworkGuard:
+    """Judges socket events with the ``net=`` verdicts and refuses with a clear message."""
+
+    def __init__(self, judge: NetJudge, policy: Policy, enforcer: Enforcer, rule_file: str) -> None:
+        self._judge = judge
+        self._enforcer = enforcer
+        self._pins = {name: addresses for name, addresses in policy.pins}
+        self._rule_file = rule_file
+        # When every ALLOW OUT rule names a host (or one address), unknown names are not
+        # even looked up: the answer could be used by code the guard does not see.
+        self._only_pinned = all(
+            rule.host is not None or all(n.num_addresses == 1 for n in rule.networks)
+            for rule in policy.net
+            if rule.allow and "OUT" in rule.directions
+        )
+        self._getaddrinfo: Callable[..., Any] = _socket.getaddrinfo
+
+    @property
+    def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
+        """The audit events judged here."""
+        return {
+            "socket.connect": lambda a: self._address(a, "OUT", "connection to"),
+            "socket.sendto": lambda a: self._address(a, "OUT", "datagram to"),
+            "socket.sendmsg": lambda a: self._address(a, "OUT", "datagram to"),
+            "socket.bind": lambda a: self._address(a, "IN", "bind to"),
+            "socket.getaddrinfo": lambda a: self._lookup(a[0] if a else None),
+            "socket.gethostbyname": lambda a: self._lookup(a[0] if a else None),
+            "socket.gethostbyname_ex": lambda a: self._lookup(a[0] if a else None),
+        }
+
+    def _address(self, args: tuple[Any, ...], direction: str, what: str) -> None:
+        sock, address = args[0], args[1] if len(args) > 1 else None
+        if not issubclass(type(sock), _raw_socket):
+            return
+        family = _FAMILY.__get__(sock)
+        if family == _socket.AF_UNIX:
+            name = _text(address)
+            if name is not None and name.startswith("\0"):
+                message = (
+                    f"The {what} the abstract socket {name[1:]!r} is refused: no rule names it."
+                )
+                self._refuse(message, name, None)
+            return  # a path: the file guard judges it
+        if family not in _INET or type(address) is not tuple:
+            return
+        pair: tuple[object, ...] = address  # type: ignore[assignment]
+        if len(pair) < 2:
+            return
+        host, port = _text(pair[0]), _port(pair[1])
+        if host is None or port is None:
+            message = f"The {what} {address!r} is refused: the address cannot be judged."
+            self._refuse(message, repr(pair), None)
+            return
+        proto = "udp" if _TYPE.__get__(sock) & 0xF == _DGRAM else "tcp"
+        if host == "" and direction == "IN":
+            host = "0.0.0.0" if family == _socket.AF_INET else "::"
+        for ip in self._addresses(host, port, family):
+            verdict = self._judge.judge(proto, ip, port, direction)
+            if not verdict.allowed:
+                shown = f"[{ip}]:{port}" if host == ip else f"{host} ([{ip}]:{port})"
+                if verdict.rule is not None:
+                    message = f"The {what} {shown} is refused by {verdict.rule}."
+                else:
+                    message = f"The {what} {shown} is refused: no net= rule allows it."
+                    if verdict.fix:
+                        message += f" Add '{verdict.fix}' to {self._rule_file} to allow it."
+                self._refuse(message, f"{host}:{port}", str(verdict.rule) if verdict.rule else None)
+
+    def _addresses(self, host: str, port: int, family: int) -> list[str]:
+        from pysandboxes._policy import netaddr
+
+        if netaddr.parse_address(host) is not None:
+            return [host]
+        # Judged on a fresh answer, not the pinned one: the system resolves the name again,
+        # and an answer that moved outside the rule's pinned addresses must be refused.
+        self._lookup(host)
+        try:
+            infos = self._getaddrinfo(host, port, family)
+        except OSError:
+            return []  # the system call will fail the same way
+        return list(dict.fromkeys(str(info[4][0]).split("%")[0] for info in infos))
+
+    def _lookup(self, name: object) -> None:
+        host = _text(name)
+        if host is None or not self._only_pinned:
+            return
+        from pysandboxes._policy import netaddr
+
+        if netaddr.parse_address(host) is not None or host.lower().rstrip(".") in self._pins:
+            return
+        self._refuse(
+            f"Looking up the name {host!r} is refused: no net= rule names it. Add a rule "
+            f"such as 'net=ALLOW|tcp|{host}|443|OUT' to {self._rule_file} to allow it.",
+            host,
+            None,
+        )
+
+    def _refuse(self, message: str, address: str, rule: str | None) -> None:
+        self._enforcer.refuse_connection(message, address, rule)

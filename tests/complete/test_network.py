@@ -1,0 +1,197 @@
+"""The network: no net= rule, no connection; a rule opens exactly what it names.
+
+Each test starts a listener on 127.0.0.1 in the test process, shows the probe reaches it
+under plain python, then that under python-sb the listener gets nothing.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
+    from conftest import Runner
+
+
+class Listener:
+    """A loopback TCP or UDP listener that counts what reaches it."""
+
+    def __init__(self, kind: int = socket.SOCK_STREAM) -> None:
+        self.sock = socket.socket(socket.AF_INET, kind)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.kind = kind
+        self.received = 0
+        self.sock.settimeout(0.2)
+        if kind == socket.SOCK_STREAM:
+            self.sock.listen()
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop:
+            try:
+                if self.kind == socket.SOCK_STREAM:
+                    conn, _ = self.sock.accept()
+                    conn.sendall(b"hello\n")
+                    conn.close()
+                else:
+                    self.sock.recvfrom(100)
+                self.received += 1
+            except OSError:
+                continue
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+
+@pytest.fixture
+def tcp() -> Iterator[Listener]:
+    listener = Listener()
+    yield listener
+    listener.close()
+
+
+@pytest.fixture
+def udp() -> Iterator[Listener]:
+    listener = Listener(socket.SOCK_DGRAM)
+    yield listener
+    listener.close()
+
+
+CONNECT = """
+import socket
+s = socket.socket(socket.AF_INET6 if ':' in {host!r} else socket.AF_INET)
+s.settimeout(5)
+try:
+    s.connect(({host!r}, {port}))
+    print('GOT', s.recv(10))
+except OSError as exc:
+    print('REFUSED', type(exc).__name__, exc)
+"""
+
+
+def rules(project: Path, *lines: str) -> None:
+    (project / ".py-sandboxes").write_text("\n".join(["expose-ro=.", *lines]) + "\n")
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "0x7f.1", "2130706433", "127.1", "0.0.0.0"])
+def test_cant_connect_without_a_rule(
+    sb: Runner, py: Runner, project: Path, tcp: Listener, host: str
+) -> None:
+    rules(project)
+    code = CONNECT.format(host=host, port=tcp.port)
+    assert "GOT b'hello" in py("-c", code).stdout
+    before = tcp.received
+    result = sb("-c", code, timeout=30)
+    assert "REFUSED RuleSocketConnectionRefusedError" in result.stdout, (
+        result.stdout + result.stderr
+    )
+    assert f"net=ALLOW|tcp|127.0.0.1|{tcp.port}|OUT" in result.stdout
+    assert tcp.received == before
+
+
+def test_cant_reach_another_port_than_the_rule_names(
+    sb: Runner, project: Path, tcp: Listener
+) -> None:
+    rules(project, f"net=ALLOW|tcp|127.0.0.1|{tcp.port + 1}|OUT")
+    result = sb("-c", CONNECT.format(host="127.0.0.1", port=tcp.port))
+    assert "REFUSED RuleSocketConnectionRefusedError" in result.stdout
+    assert tcp.received == 0
+
+
+def test_cant_connect_through_ipv4_mapped_ipv6(
+    sb: Runner, py: Runner, project: Path, tcp: Listener
+) -> None:
+    rules(project, f"net=ALLOW|tcp|127.0.0.0/8|{tcp.port}|OUT", "net=DENY|tcp|127.0.0.1|*|OUT")
+    code = CONNECT.format(host="::ffff:127.0.0.1", port=tcp.port)
+    result = sb("-c", code)
+    assert "REFUSED RuleSocketConnectionRefusedError" in result.stdout
+    assert "net=DENY|tcp|127.0.0.1|*|OUT" in result.stdout
+    assert tcp.received == 0
+
+
+def test_allowed_connection_works(sb: Runner, project: Path, tcp: Listener) -> None:
+    rules(project, f"net=ALLOW|tcp|127.0.0.1|{tcp.port}|OUT")
+    result = sb("-c", CONNECT.format(host="127.0.0.1", port=tcp.port))
+    assert "GOT b'hello" in result.stdout, result.stdout + result.stderr
+
+
+def test_allowed_name_is_judged_on_its_addresses(sb: Runner, project: Path, tcp: Listener) -> None:
+    rules(project, f"net=ALLOW|tcp|localhost|{tcp.port}|OUT")
+    result = sb("-c", CONNECT.format(host="localhost", port=tcp.port))
+    assert "GOT b'hello" in result.stdout, result.stdout + result.stderr
+
+
+def test_cant_send_a_datagram_without_a_rule(
+    sb: Runner, py: Runner, project: Path, udp: Listener
+) -> None:
+    rules(project, f"net=ALLOW|tcp|127.0.0.1|{udp.port}|OUT")  # tcp only: no UDP
+    code = (
+        "import socket, time\n"
+        "u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "try:\n"
+        f"    u.sendto(b'x', ('127.0.0.1', {udp.port})); print('SENT')\n"
+        "except OSError as exc:\n"
+        "    print('REFUSED', type(exc).__name__)\n"
+        "time.sleep(0.3)\n"
+    )
+    assert "SENT" in py("-c", code).stdout
+    before = udp.received
+    result = sb("-c", code)
+    assert "REFUSED RuleSocketConnectionRefusedError" in result.stdout, (
+        result.stdout + result.stderr
+    )
+    assert udp.received == before
+
+
+def test_cant_bind_a_server_without_a_rule(sb: Runner, py: Runner, project: Path) -> None:
+    rules(project)
+    code = (
+        "import socket\n"
+        "s = socket.socket()\n"
+        "try:\n"
+        "    s.bind(('127.0.0.1', 0)); print('BOUND')\n"
+        "except OSError as exc:\n"
+        "    print('REFUSED', type(exc).__name__)\n"
+    )
+    assert "BOUND" in py("-c", code).stdout
+    assert "REFUSED RuleSocketConnectionRefusedError" in sb("-c", code).stdout
+
+
+def test_cant_look_up_names_no_rule_names(sb: Runner, project: Path) -> None:
+    rules(project, "net=ALLOW|tcp|127.0.0.1|80|OUT")
+    code = (
+        "import socket\n"
+        "for name in ('localhost', 'exfiltrate.example.invalid'):\n"
+        "    try:\n"
+        "        socket.getaddrinfo(name, 80); print('RESOLVED', name)\n"
+        "    except OSError as exc:\n"
+        "        print('REFUSED', type(exc).__name__, name)\n"
+    )
+    result = sb("-c", code)
+    assert result.stdout.splitlines() == [
+        "REFUSED RuleSocketConnectionRefusedError localhost",
+        "REFUSED RuleSocketConnectionRefusedError exfiltrate.example.invalid",
+    ], result.stderr
+
+
+def test_cant_connect_to_an_abstract_unix_socket(sb: Runner, project: Path) -> None:
+    rules(project)
+    code = (
+        "import socket\n"
+        "s = socket.socket(socket.AF_UNIX)\n"
+        "try:\n"
+        "    s.connect('\\0some-daemon'); print('CONNECTED')\n"
+        "except OSError as exc:\n"
+        "    print('REFUSED', type(exc).__name__)\n"
+    )
+    assert "REFUSED RuleSocketConnectionRefusedError" in sb("-c", code).stdout
