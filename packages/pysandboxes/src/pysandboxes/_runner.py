@@ -165,6 +165,12 @@ def interact(namespace: dict[str, object]) -> None:
     else the standard console with the same marks.
     """
     rule_file = session["rule_file"] or ".py-sandboxes"
+    import pydoc
+
+    # help() would start `less` through os.system, a process the rules do not allow:
+    # page in this interpreter instead.
+    tty = sys.stdin.isatty() and sys.stdout.isatty()
+    pydoc.pager = pydoc.ttypager if tty else pydoc.plainpager  # type: ignore[assignment]
     try:
         from python_sb.repl import interact as python_sb_interact
     except ImportError:

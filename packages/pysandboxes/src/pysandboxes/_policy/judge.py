@@ -266,6 +266,10 @@ class ApiJudge:
                 if known is None or (known[0] and not rule.allow):
                     self._levels[target] = (rule.allow, rule.origin)
 
+    def names(self, qualname: str) -> bool:
+        """Whether a rule names ``qualname`` itself (not its category or ``*``)."""
+        return qualname in self._levels
+
     def judge(self, qualname: str) -> Verdict:
         """The verdict for calling ``qualname`` (e.g. ``os.system``)."""
         category = SENSITIVE_FUNCTIONS.get(qualname)

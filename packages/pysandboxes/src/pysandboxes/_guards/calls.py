@@ -1,0 +1,219 @@
+"""The call guard: sensitive functions the audit hook sees, judged by ``python-api=``.
+
+CPython raises one audit event for a whole family of functions (``os.exec`` for the eight
+``os.exec*``, ``subprocess.Popen`` for ``run``, ``call``, ``check_output``...). An event is
+allowed when a rule allows any function of its family, or its category: granting
+``subprocess.run`` must not be undone by the ``Popen`` that ``run`` makes. Events with no
+rule are refused, naming the function, its category and both lines that would allow it.
+
+``_posixsubprocess.fork_exec`` raises no event (``multiprocessing`` calls it directly), so
+the module's function is replaced by a judged one before anything can bind it, and
+importing the module again is refused. A program may still signal itself (``os.kill`` of
+its own pid), as ``signal.raise_signal`` does unaudited. The interactive session's own
+terminal library (``prompt_toolkit``) reads the interpreter's SIGINT handler through
+``ctypes``: that use, and only when no code of the program is the caller, is not charged.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .audit import HOOK_FILENAME, current_frame
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+    from pysandboxes._enforce import Enforcer
+    from pysandboxes._policy.judge import ApiJudge
+
+_SUBPROCESS = (
+    "subprocess.Popen",
+    "subprocess.call",
+    "subprocess.check_call",
+    "subprocess.check_output",
+    "subprocess.getoutput",
+    "subprocess.getstatusoutput",
+    "subprocess.run",
+    "asyncio.create_subprocess_exec",
+    "asyncio.create_subprocess_shell",
+    "asyncio.subprocess.create_subprocess_exec",
+    "asyncio.subprocess.create_subprocess_shell",
+    "asyncio.base_events.BaseEventLoop.subprocess_exec",
+    "asyncio.base_events.BaseEventLoop.subprocess_shell",
+)
+_MULTIPROCESSING = (
+    "multiprocessing.Pool",
+    "multiprocessing.Process.start",
+    "multiprocessing.process.BaseProcess.start",
+)
+_EXEC = tuple(f"os.exec{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))
+_SPAWN = tuple(f"os.spawn{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))
+_NATIVE = ("ctypes.CDLL", "ctypes.PyDLL", "ctypes.pythonapi", "ctypes.cast")
+
+#: audit event -> (the function a refusal names, every function whose grant allows it)
+_FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "os.system": ("os.system", ("os.system",)),
+    "subprocess.Popen": ("subprocess.Popen", (*_SUBPROCESS, "os.popen")),
+    "os.exec": ("os.execv", (*_EXEC, *_SPAWN, "pty.spawn", *_MULTIPROCESSING)),
+    "os.posix_spawn": (
+        "os.posix_spawn",
+        ("os.posix_spawn", "os.posix_spawnp", *_SUBPROCESS, "os.popen"),
+    ),
+    "os.spawn": ("os.spawnv", _SPAWN),
+    "os.fork": ("os.fork", ("os.fork", *_SPAWN, *_MULTIPROCESSING)),
+    "os.forkpty": ("os.forkpty", ("os.forkpty", "pty.fork", "pty.spawn")),
+    "os.killpg": ("os.killpg", ("os.killpg",)),
+    "signal.pthread_kill": ("signal.pthread_kill", ("signal.pthread_kill",)),
+    "cpython.PyInterpreterState_New": (
+        "_xxsubinterpreters.create",
+        ("_xxsubinterpreters.create", "_xxsubinterpreters.run_string"),
+    ),
+    "pickle.find_class": ("pickle.loads", ("pickle.loads", "pickle.load", "pickle.Unpickler")),
+    "ctypes.dlopen": ("ctypes.CDLL", _NATIVE),
+    "ctypes.dlsym": ("ctypes.CDLL", _NATIVE),
+    "ctypes.dlsym/handle": ("ctypes.CDLL", _NATIVE),
+    "ctypes.call_function": ("ctypes.CDLL", _NATIVE),
+    "ctypes.cdata": ("ctypes.cast", _NATIVE),
+    "ctypes.string_at": ("ctypes.string_at", ("ctypes.string_at", *_NATIVE)),
+    "ctypes.wstring_at": ("ctypes.wstring_at", ("ctypes.wstring_at", *_NATIVE)),
+    "ctypes.PyObj_FromPtr": ("ctypes.cast", _NATIVE),
+}
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+#: Extension modules whose functions are replaced here: importing one again would hand
+#: out the originals.
+GUARDED_MODULES = frozenset({"_posixsubprocess"})
+
+
+class CallGuard:
+    """Refuses the sensitive calls no ``python-api=`` rule allows."""
+
+    def __init__(
+        self,
+        api: ApiJudge,
+        enforcer: Enforcer,
+        rule_file: str,
+        stdlib: str,
+        framework: tuple[str, ...] = (),
+    ) -> None:
+        self._stdlib = stdlib + os.sep
+        self._framework = framework
+        self._api = api
+        self._enforcer = enforcer
+        self._rule_file = rule_file
+        self._pid = os.getpid()
+        self._allowed = {
+            event: self.family_allowed(name, family) for event, (name, family) in _FAMILIES.items()
+        }
+
+    def family_allowed(self, name: str, family: Iterable[str]) -> bool:
+        """Whether the event of ``name`` passes: its own verdict, unless it has no rule of
+        its own and another function of the family that raises it is named by an ALLOW."""
+        api = self._api
+        if api.judge(name).allowed:
+            return True
+        if api.names(name):
+            return False  # a DENY naming the function wins over the family's grants
+        return any(api.names(other) and api.judge(other).allowed for other in family)
+
+    @property
+    def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
+        """The audit events judged here; events a rule allows are not watched at all."""
+        handlers: dict[str, Callable[[tuple[Any, ...]], None]] = {
+            event: self._refusal(event) for event, allowed in self._allowed.items() if not allowed
+        }
+        if not self.family_allowed("os.kill", ()):
+            handlers["os.kill"] = self._kill
+        if "ctypes.dlopen" in handlers:
+            handlers["ctypes.dlopen"] = self._dlopen
+        handlers["import"] = self._import
+        return handlers
+
+    def _refusal(self, event: str) -> Callable[[tuple[Any, ...]], None]:
+        native = event.startswith("ctypes.")
+
+        def refuse(args: tuple[Any, ...]) -> None:
+            if not (native and self._framework_call()):
+                self.refuse(event)
+
+        return refuse
+
+    def refuse(self, event: str) -> None:
+        """Refuse the call behind ``event`` with the lines that would allow it."""
+        qualname = _FAMILIES[event][0] if event in _FAMILIES else event
+        verdict = self._api.judge(qualname)
+        category = verdict.category or "process-control"
+        allow_one = f"'python-api=ALLOW:{qualname}'"
+        if verdict.rule is None:
+            why = f"is denied by the API guard (category: {category}): no rule allows it"
+            fix = (
+                f"Add {allow_one} for this function only, or 'python-api=ALLOW:{category}' "
+                f"for the whole category, to {self._rule_file} to allow it."
+            )
+        elif self._api.names(qualname):
+            why = f"is denied by {verdict.rule} (category: {category})"
+            fix = "Remove that line to allow it."
+        else:
+            why = f"is denied by {verdict.rule} (category: {category})"
+            fix = f"Add {allow_one} to {self._rule_file} to allow this function."
+        self._enforcer.refuse_call(qualname, category, f"{qualname}() {why}. {fix}")
+
+    def _kill(self, args: tuple[Any, ...]) -> None:
+        if args and type(args[0]) is int and args[0] == self._pid:
+            return  # signalling itself: what signal.raise_signal does, unaudited
+        self.refuse("os.kill")
+
+    def _dlopen(self, args: tuple[Any, ...]) -> None:
+        # ctypes opens the interpreter itself (None) when imported; without dlsym and
+        # foreign calls that handle does nothing, so importing ctypes keeps working.
+        if (args and args[0] is None) or self._framework_call():
+            return
+        self.refuse("ctypes.dlopen")
+
+    def _framework_call(self) -> bool:
+        """Whether the first caller outside the standard library is the framework's."""
+        if not self._framework:
+            return False
+        frame = current_frame()
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith(self._framework):
+                return True
+            if not filename.startswith((self._stdlib, _PACKAGE, HOOK_FILENAME)):
+                return False
+            frame = frame.f_back
+        return False
+
+    def _import(self, args: tuple[Any, ...]) -> None:
+        if args and args[0] in GUARDED_MODULES:
+            self._enforcer.refuse_call(
+                str(args[0]),
+                "process-exec",
+                f"Importing {args[0]} again is denied by the API guard: the sandbox keeps its "
+                "functions. To run programs, add 'python-api=ALLOW:subprocess.run' to "
+                f"{self._rule_file}.",
+            )
+
+
+def guard_fork_exec(guard: CallGuard) -> None:
+    """Replace ``_posixsubprocess.fork_exec`` before anything binds it."""
+    import _posixsubprocess  # type: ignore[import-not-found]
+
+    original: Callable[..., Any] = _posixsubprocess.fork_exec  # type: ignore[attr-defined]
+    family = ("_posixsubprocess.fork_exec", *_SUBPROCESS, *_MULTIPROCESSING, "os.popen")
+    allowed = guard.family_allowed("_posixsubprocess.fork_exec", family)
+
+    def fork_exec(*args: Any, **kwargs: Any) -> Any:
+        if not allowed:
+            guard.refuse("subprocess.Popen")
+        return original(*args, **kwargs)
+
+    fork_exec.__doc__ = original.__doc__
+    _posixsubprocess.fork_exec = fork_exec  # type: ignore[attr-defined]
+    subprocess = sys.modules.get("subprocess")
+    if subprocess is not None:
+        subprocess._fork_exec = fork_exec  # type: ignore[attr-defined]
