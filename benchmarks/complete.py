@@ -3,22 +3,25 @@
 Run with the installed packages: ``python benchmarks/complete.py``. Each guarded
 operation is timed inside the program (best of several rounds), under plain python and
 under python-sb with rules exposing a small tree; start-up is timed from outside.
-Targets (docs/design): start-up <= 100 ms, file operations <= 1.5x, compute 1.0x.
+Targets (docs/design): start-up <= 100 ms, file operations <= 1.5x, a TCP connection to an
+allowed loopback port <= 1.2x, compute 1.0x.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 OPERATIONS = r"""
-import json, os, sys, time
-root = sys.argv[1]
+import json, os, socket, sys, time
+root, port = sys.argv[1], int(sys.argv[2])
 path = os.path.join(root, "data", "sub", "file.txt")
 folder = os.path.join(root, "data", "sub")
 
@@ -43,6 +46,10 @@ def listdir(n):
     for _ in range(n):
         os.listdir(folder)
 
+def connect(n):
+    for _ in range(n):
+        socket.create_connection(("127.0.0.1", port)).close()
+
 def compute(n):
     total = 0
     for i in range(n):
@@ -52,11 +59,18 @@ print(json.dumps({
     "open+read": best(open_read, 2000),
     "os.stat": best(stat, 5000),
     "os.listdir": best(listdir, 2000),
+    "tcp connect": best(connect, 300),
     "compute": best(compute, 200000),
 }))
 """
 
-TARGETS = {"open+read": 1.5, "os.stat": 1.5, "os.listdir": 1.5, "compute": 1.05}
+TARGETS = {
+    "open+read": 1.5,
+    "os.stat": 1.5,
+    "os.listdir": 1.5,
+    "tcp connect": 1.2,
+    "compute": 1.05,
+}
 
 
 def wall(command: list[str], cwd: Path, rounds: int = 15) -> float:
@@ -66,6 +80,20 @@ def wall(command: list[str], cwd: Path, rounds: int = 15) -> float:
         subprocess.run(command, cwd=cwd, check=True, capture_output=True)
         best = min(best, time.perf_counter() - start)
     return best
+
+
+def listener() -> int:
+    """A loopback server that accepts and closes connections for the whole run."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(512)
+
+    def serve() -> None:
+        while True:
+            server.accept()[0].close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return server.getsockname()[1]
 
 
 def main() -> None:
@@ -78,11 +106,13 @@ def main() -> None:
             (sub / f"f{i}.txt").write_text("x" * 100)
         (sub / "file.txt").write_text("hello\n" * 20)
         (root / "bench.py").write_text(OPERATIONS)
-        (root / ".py-sandboxes").write_text("expose-ro=.\n")
+        port = str(listener())
+        (root / ".py-sandboxes").write_text(f"expose-ro=.\nnet=ALLOW|tcp|127.0.0.1|{port}|OUT\n")
         start_py = wall([sys.executable, "-c", "pass"], root)
         start_sb = wall([python_sb, "-c", "pass"], root)
-        plain = json.loads(subprocess.check_output([sys.executable, "bench.py", tmp], cwd=root))
-        boxed = json.loads(subprocess.check_output([python_sb, "bench.py", tmp], cwd=root))
+        args = ["bench.py", tmp, port]
+        plain = json.loads(subprocess.check_output([sys.executable, *args], cwd=root))
+        boxed = json.loads(subprocess.check_output([python_sb, *args], cwd=root))
     print(f"{'measure':<22}{'python':>12}{'python-sb':>12}{'ratio':>8}{'target':>9}")
     print(
         f"{'start-up (-c pass)':<22}{start_py * 1e3:>10.1f}ms{start_sb * 1e3:>10.1f}ms"

@@ -195,3 +195,41 @@ def test_cant_connect_to_an_abstract_unix_socket(sb: Runner, project: Path) -> N
         "    print('REFUSED', type(exc).__name__)\n"
     )
     assert "REFUSED RuleSocketConnectionRefusedError" in sb("-c", code).stdout
+
+
+def test_an_allowed_address_opens_nothing_else_later(
+    sb: Runner, project: Path, tcp: Listener
+) -> None:
+    """Allowed connections are remembered for speed; a refusal must not be."""
+    rules(project, f"net=ALLOW|tcp|127.0.0.1|{tcp.port}|OUT")
+    code = (
+        "import socket\n"
+        f"for port in ({tcp.port}, {tcp.port + 1}, {tcp.port}):\n"
+        "    try:\n"
+        "        socket.create_connection(('127.0.0.1', port), timeout=5).close(); print('OK')\n"
+        "    except OSError as exc:\n"
+        "        print(type(exc).__name__)\n"
+    )
+    result = sb("-c", code)
+    assert result.stdout.splitlines() == ["OK", "RuleSocketConnectionRefusedError", "OK"]
+
+
+def test_http_request_to_an_allowed_port_works(sb: Runner, project: Path) -> None:
+    import http.server
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        port = server.server_address[1]
+        code = (
+            "import urllib.request\n"
+            f"print(urllib.request.urlopen('http://127.0.0.1:{port}/', timeout=10).status)\n"
+        )
+        rules(project, f"net=ALLOW|tcp|127.0.0.1|{port}|OUT")
+        assert sb("-c", code).stdout.strip() == "200"
+        rules(project)
+        assert "RuleSocketConnectionRefusedError" in sb("-c", code).stderr
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -66,6 +66,8 @@ class NetworkGuard:
             if rule.allow and "OUT" in rule.directions
         )
         self._getaddrinfo: Callable[..., Any] = _socket.getaddrinfo
+        self._numeric: set[str] = set()  # host strings that are addresses, not names
+        self._passed: set[tuple[str, str, int, str]] = set()
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -106,6 +108,9 @@ class NetworkGuard:
         proto = "udp" if _TYPE.__get__(sock) & 0xF == _DGRAM else "tcp"
         if host == "" and direction == "IN":
             host = "0.0.0.0" if family == _socket.AF_INET else "::"
+        key = (proto, host, port, direction)
+        if key in self._passed:
+            return  # an address (never a name: its answer may move) allowed before
         for ip in self._addresses(host, port, family):
             verdict = self._judge.judge(proto, ip, port, direction)
             if not verdict.allowed:
@@ -117,11 +122,16 @@ class NetworkGuard:
                     if verdict.fix:
                         message += f" Add '{verdict.fix}' to {self._rule_file} to allow it."
                 self._refuse(message, f"{host}:{port}", str(verdict.rule) if verdict.rule else None)
+        if host in self._numeric:
+            if len(self._passed) > 4096:
+                self._passed.clear()
+            self._passed.add(key)
 
     def _addresses(self, host: str, port: int, family: int) -> list[str]:
         from pysandboxes._policy import netaddr
 
-        if netaddr.parse_address(host) is not None:
+        if host in self._numeric or netaddr.parse_address(host) is not None:
+            self._remember(host)
             return [host]
         # Judged on a fresh answer, not the pinned one: the system resolves the name again,
         # and an answer that moved outside the rule's pinned addresses must be refused.
@@ -134,11 +144,14 @@ class NetworkGuard:
 
     def _lookup(self, name: object) -> None:
         host = _text(name)
-        if host is None or not self._only_pinned:
+        if host is None or not self._only_pinned or host in self._numeric:
             return
         from pysandboxes._policy import netaddr
 
-        if netaddr.parse_address(host) is not None or host.lower().rstrip(".") in self._pins:
+        if netaddr.parse_address(host) is not None:
+            self._remember(host)
+            return
+        if host.lower().rstrip(".") in self._pins:
             return
         self._refuse(
             f"Looking up the name {host!r} is refused: no net= rule names it. Add a rule "
@@ -146,6 +159,11 @@ class NetworkGuard:
             host,
             None,
         )
+
+    def _remember(self, host: str) -> None:
+        if len(self._numeric) > 4096:  # bounded: a program may try many spellings
+            self._numeric.clear()
+        self._numeric.add(host)
 
     def _refuse(self, message: str, address: str, rule: str | None) -> None:
         self._enforcer.refuse_connection(message, address, rule)
