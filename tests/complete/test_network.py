@@ -244,3 +244,47 @@ def test_cant_listen_on_a_socket_never_bound(sb: Runner, py: Runner, project: Pa
     code = "import socket\ns = socket.socket()\ns.listen()\nprint('LISTENING')\n"
     assert "LISTENING" in py("-c", code).stdout
     assert "LISTENING" not in sb("-c", code).stdout
+
+
+TUPLE_SUBCLASS = """
+import socket
+class Address(tuple):
+    def __iter__(self):
+        return iter(('127.0.0.1', 1))
+    def __getitem__(self, index):
+        return ('127.0.0.1', 1)[index]
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.connect(Address(('127.0.0.1', {port}))); print('GOT', s.recv(10))
+except OSError as exc:
+    print('REFUSED', type(exc).__name__)
+"""
+
+
+def test_cant_connect_with_a_tuple_subclass(
+    sb: Runner, py: Runner, project: Path, tcp: Listener
+) -> None:
+    """C reads the tuple's own items, whatever the subclass says: so does the guard."""
+    rules(project, f"net=ALLOW|tcp|127.0.0.1|{tcp.port + 1}|OUT")
+    code = TUPLE_SUBCLASS.format(port=tcp.port)
+    assert "GOT b'hello" in py("-c", code).stdout
+    before = tcp.received
+    result = sb("-c", code)
+    assert "REFUSED RuleSocketConnectionRefusedError" in result.stdout, result.stderr
+    assert tcp.received == before
+
+
+def test_cant_look_up_names_through_reverse_lookups(sb: Runner, project: Path) -> None:
+    rules(project, "net=ALLOW|tcp|127.0.0.1|80|OUT")
+    code = (
+        "import socket\n"
+        "for call in (lambda: socket.gethostbyaddr('localhost'),\n"
+        "             lambda: socket.getnameinfo(('localhost', 80), 0)):\n"
+        "    try:\n"
+        "        call(); print('RESOLVED')\n"
+        "    except OSError as exc:\n"
+        "        print(type(exc).__name__)\n"
+    )
+    result = sb("-c", code)
+    assert result.stdout.splitlines() == ["RuleSocketConnectionRefusedError"] * 2, result.stderr

@@ -15,7 +15,7 @@ from pysandboxes import _mode, _runner
 from pysandboxes._enforce import Enforcing, Messages
 from pysandboxes._guards import filewraps
 from pysandboxes._guards.audit import AuditHook
-from pysandboxes._guards.calls import CallGuard, guard_fork_exec
+from pysandboxes._guards.calls import CallGuard, guard_unreported
 from pysandboxes._guards.dynamic import DynamicCodeGuard
 from pysandboxes._guards.files import FileGuard
 from pysandboxes._guards.integrity import IntegrityGuard
@@ -137,28 +137,14 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
     hook.add(files.events)
     network = NetworkGuard(NetJudge(policy.net), policy, enforcer, spec.rule_file)
     hook.add(network.events)
-    calls = CallGuard(
-        api, enforcer, spec.rule_file, os.path.dirname(os.__file__), _framework_dirs(spec)
-    )
+    calls = CallGuard(api, enforcer, spec.rule_file)
     hook.add(calls.events)
     hook.add(dynamic.events)
     hook.add(integrity.events)
-    guard_fork_exec(calls)  # before the hook: importing it afterwards is refused
+    guard_unreported(calls)  # before the hook: importing it afterwards is refused
     hook.install()
     filewraps.install(files.metadata_seen)
     _hide(internal)
-
-
-def _framework_dirs(spec: LaunchSpec) -> tuple[str, ...]:
-    """The directories of the interactive session's own libraries, when there is one."""
-    if spec.program.kind != "repl":
-        return ()
-    import importlib.util
-
-    found = importlib.util.find_spec("prompt_toolkit")
-    if found is None or not found.submodule_search_locations:
-        return ()
-    return tuple(os.path.join(d, "") for d in found.submodule_search_locations)
 
 
 #: Modules that stay importable as they are: the public surface, what program frames may

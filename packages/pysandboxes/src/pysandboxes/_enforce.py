@@ -15,6 +15,7 @@ from pysandboxes._record import record
 from pysandboxes.errors import (
     RuleApiPermissionError,
     RuleFileNotFoundError,
+    RuleModuleNotFoundError,
     RulePermissionError,
     RuleSocketConnectionRefusedError,
 )
@@ -66,6 +67,10 @@ if TYPE_CHECKING:
 
         def refuse_connection(self, message: str, address: str, rule: str | None) -> None:
             """Called for a refused connection, bind, datagram or name lookup."""
+            ...
+
+        def refuse_import(self, module: str, message: str) -> None:
+            """Called for a refused import; raise to stop it, return to let it through."""
             ...
 
 
@@ -156,6 +161,10 @@ class Enforcing:
         """Raise ``RuleSocketConnectionRefusedError``: at once, never a hang."""
         raise RuleSocketConnectionRefusedError(message, address=address, rule=rule)
 
+    def refuse_import(self, module: str, message: str) -> None:
+        """Raise ``RuleModuleNotFoundError``: ``except ImportError`` fallbacks still work."""
+        raise RuleModuleNotFoundError(message, name=module)
+
 
 class Recording:
     """Keep every refused access and let it through: for tests of the guards."""
@@ -164,6 +173,7 @@ class Recording:
         self.files: list[tuple[FileAccess, Verdict]] = []
         self.calls: list[tuple[str, str]] = []
         self.connections: list[str] = []
+        self.imports: list[str] = []
 
     def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
         """Record the refusal; the access goes on."""
@@ -176,3 +186,7 @@ class Recording:
     def refuse_connection(self, message: str, address: str, rule: str | None) -> None:
         """Record the refusal; the connection goes on."""
         self.connections.append(address)
+
+    def refuse_import(self, module: str, message: str) -> None:
+        """Record the refusal; the import goes on."""
+        self.imports.append(module)

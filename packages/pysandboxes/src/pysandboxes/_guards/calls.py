@@ -9,17 +9,19 @@ rule are refused, naming the function, its category and both lines that would al
 ``_posixsubprocess.fork_exec`` raises no event (``multiprocessing`` calls it directly), so
 the module's function is replaced by a judged one before anything can bind it, and
 importing the module again is refused. A program may still signal itself (``os.kill`` of
-its own pid), as ``signal.raise_signal`` does unaudited. The interactive session's own
-terminal library (``prompt_toolkit``) reads the interpreter's SIGINT handler through
-``ctypes``: that use, and only when no code of the program is the caller, is not charged.
+its own pid), as ``signal.raise_signal`` does unaudited.
+
+``ctypes`` reads and writes memory and calls C without any event on some versions, so
+without a ``native`` grant its C half, ``_ctypes``, cannot be imported at all (a
+``ModuleNotFoundError``: libraries fall back as if it were not installed). Signals reach
+other processes without ``os.kill`` too: ``pidfd_send_signal`` (no event: replaced by a
+judged copy) and ``fcntl``/``ioctl`` asking for SIGIO to be sent to another process.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-
-from .audit import HOOK_FILENAME, current_frame
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,11 +84,13 @@ _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ctypes.PyObj_FromPtr": ("ctypes.cast", _NATIVE),
 }
 
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
 #: Extension modules whose functions are replaced here: importing one again would hand
 #: out the originals.
-GUARDED_MODULES = frozenset({"_posixsubprocess"})
+GUARDED_MODULES = frozenset({"_posixsubprocess", "_signal"})
+
+# fcntl commands and ioctl requests that make the kernel signal another process (SIGIO).
+_F_SETOWN, _F_SETOWN_EX = 8, 15
+_SETOWN_IOCTLS = frozenset({0x8901, 0x8902})  # FIOSETOWN, SIOCSPGRP
 
 
 class CallGuard:
@@ -97,11 +101,7 @@ class CallGuard:
         api: ApiJudge,
         enforcer: Enforcer,
         rule_file: str,
-        stdlib: str,
-        framework: tuple[str, ...] = (),
     ) -> None:
-        self._stdlib = stdlib + os.sep
-        self._framework = framework
         self._api = api
         self._enforcer = enforcer
         self._rule_file = rule_file
@@ -130,15 +130,16 @@ class CallGuard:
             handlers["os.kill"] = self._kill
         if "ctypes.dlopen" in handlers:
             handlers["ctypes.dlopen"] = self._dlopen
+        if "os.kill" in handlers:
+            handlers["fcntl.fcntl"] = self._fcntl
+            handlers["fcntl.ioctl"] = self._ioctl
+        self._native = self.family_allowed("ctypes.CDLL", _NATIVE)
         handlers["import"] = self._import
         return handlers
 
     def _refusal(self, event: str) -> Callable[[tuple[Any, ...]], None]:
-        native = event.startswith("ctypes.")
-
         def refuse(args: tuple[Any, ...]) -> None:
-            if not (native and self._framework_call()):
-                self.refuse(event)
+            self.refuse(event)
 
         return refuse
 
@@ -170,25 +171,34 @@ class CallGuard:
     def _dlopen(self, args: tuple[Any, ...]) -> None:
         # ctypes opens the interpreter itself (None) when imported; without dlsym and
         # foreign calls that handle does nothing, so importing ctypes keeps working.
-        if (args and args[0] is None) or self._framework_call():
+        if args and args[0] is None:
             return
         self.refuse("ctypes.dlopen")
 
-    def _framework_call(self) -> bool:
-        """Whether the first caller outside the standard library is the framework's."""
-        if not self._framework:
-            return False
-        frame = current_frame()
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            if filename.startswith(self._framework):
-                return True
-            if not filename.startswith((self._stdlib, _PACKAGE, HOOK_FILENAME)):
-                return False
-            frame = frame.f_back
-        return False
+    def _setown(self, target: object) -> bool:
+        """Whether ``target`` names a process other than this one (exact ints only)."""
+        return not (type(target) is int and target in (0, self._pid))
+
+    def _fcntl(self, args: tuple[Any, ...]) -> None:
+        if len(args) < 3 or type(args[1]) is not int:
+            return
+        if args[1] == _F_SETOWN_EX or (args[1] == _F_SETOWN and self._setown(args[2])):
+            self.refuse("os.kill")
+
+    def _ioctl(self, args: tuple[Any, ...]) -> None:
+        if len(args) < 3 or type(args[1]) is not int:
+            return
+        if args[1] in _SETOWN_IOCTLS and self._setown(args[2]):
+            self.refuse("os.kill")
 
     def _import(self, args: tuple[Any, ...]) -> None:
+        if args and args[0] == "_ctypes" and not self._native:
+            self._enforcer.refuse_import(
+                "_ctypes",
+                "Importing ctypes is denied by the API guard (category: native): it reads and "
+                "writes memory and calls C unseen. Add 'python-api=ALLOW:native' to "
+                f"{self._rule_file} to allow it.",
+            )
         if args and args[0] in GUARDED_MODULES:
             self._enforcer.refuse_call(
                 str(args[0]),
@@ -199,8 +209,29 @@ class CallGuard:
             )
 
 
-def guard_fork_exec(guard: CallGuard) -> None:
-    """Replace ``_posixsubprocess.fork_exec`` before anything binds it."""
+def guard_unreported(guard: CallGuard) -> None:
+    """Replace the functions CPython does not report, before anything binds them."""
+    _guard_fork_exec(guard)
+    import _signal  # type: ignore[import-not-found]
+    import signal
+
+    original: Callable[..., Any] | None = getattr(_signal, "pidfd_send_signal", None)
+    if original is None or guard.family_allowed(
+        "signal.pidfd_send_signal", ("_signal.pidfd_send_signal",)
+    ):
+        return
+    kept = original
+
+    def pidfd_send_signal(*args: Any, **kwargs: Any) -> Any:
+        guard.refuse("signal.pidfd_send_signal")
+        return kept(*args, **kwargs)
+
+    pidfd_send_signal.__doc__ = original.__doc__
+    _signal.pidfd_send_signal = pidfd_send_signal  # type: ignore[attr-defined]
+    signal.pidfd_send_signal = pidfd_send_signal  # type: ignore[attr-defined]
+
+
+def _guard_fork_exec(guard: CallGuard) -> None:
     import _posixsubprocess  # type: ignore[import-not-found]
 
     original: Callable[..., Any] = _posixsubprocess.fork_exec  # type: ignore[attr-defined]

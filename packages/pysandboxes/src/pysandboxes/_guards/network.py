@@ -31,6 +31,14 @@ _INET = (_socket.AF_INET, _socket.AF_INET6)
 _DGRAM = _socket.SOCK_DGRAM
 
 
+def _tuple_len(value: object) -> int:
+    return tuple.__len__(value)  # type: ignore[arg-type]
+
+
+def _tuple_item(value: object, index: int) -> object:
+    return tuple.__getitem__(value, index)  # type: ignore[arg-type]
+
+
 def _text(value: object) -> str | None:
     kind = type(value)
     if kind is str:
@@ -80,6 +88,10 @@ class NetworkGuard:
             "socket.getaddrinfo": lambda a: self._lookup(a[0] if a else None),
             "socket.gethostbyname": lambda a: self._lookup(a[0] if a else None),
             "socket.gethostbyname_ex": lambda a: self._lookup(a[0] if a else None),
+            "socket.gethostbyaddr": lambda a: self._lookup(a[0] if a else None),
+            "socket.getnameinfo": lambda a: self._lookup(
+                _tuple_item(a[0], 0) if a and issubclass(type(a[0]), tuple) and a[0] else None
+            ),
         }
 
     def _address(self, args: tuple[Any, ...], direction: str, what: str) -> None:
@@ -95,15 +107,18 @@ class NetworkGuard:
                 )
                 self._refuse(message, name, None)
             return  # a path: the file guard judges it
-        if family not in _INET or type(address) is not tuple:
+        if family not in _INET or not issubclass(type(address), tuple):
             return
-        pair: tuple[object, ...] = address  # type: ignore[assignment]
-        if len(pair) < 2:
+        # What C reads: the tuple's own items, whatever a subclass says of itself.
+        if _tuple_len(address) < 2:
             return
-        host, port = _text(pair[0]), _port(pair[1])
+        host, port = _text(_tuple_item(address, 0)), _port(_tuple_item(address, 1))
         if host is None or port is None:
-            message = f"The {what} {address!r} is refused: the address cannot be judged."
-            self._refuse(message, repr(pair), None)
+            message = (
+                f"The {what} an address whose host is not a string or whose port is not an "
+                "integer is refused: it cannot be judged."
+            )
+            self._refuse(message, "?", None)
             return
         proto = "udp" if _TYPE.__get__(sock) & 0xF == _DGRAM else "tcp"
         if host == "" and direction == "IN":
