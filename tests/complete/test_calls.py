@@ -222,3 +222,54 @@ def test_a_deny_naming_the_function_wins_over_its_category(
     assert not marker.exists()
     result = sb("-c", PROBES["subprocess_run"].format(marker=marker))
     assert marker.exists(), result.stderr
+
+
+LYING_NAME = """
+import sys
+class Name(str):
+    def __eq__(self, other):
+        return False
+    __hash__ = str.__hash__
+"""
+
+FRESH_EXTENSIONS = {
+    "ctypes_by_lying_name": LYING_NAME
+    + "sys.modules['_ctypes'] = __import__(Name('_ctypes'))\nimport ctypes\nprint('LOADED')\n",
+    "ctypes_by_dotted_spec": (
+        "import importlib.util, importlib.machinery, _imp\n"
+        "found = importlib.util.find_spec('_ctypes')\n"
+        "spec = importlib.machinery.ModuleSpec('x._ctypes', found.loader, origin=found.origin)\n"
+        "_imp.create_dynamic(spec)\nprint('LOADED')\n"
+    ),
+    "fork_exec_by_lying_name": LYING_NAME
+    + "__import__(Name('_posixsubprocess')).fork_exec\nprint('LOADED')\n",
+}
+
+
+@pytest.mark.parametrize("probe", sorted(FRESH_EXTENSIONS))
+def test_cant_load_a_fresh_copy_of_a_guarded_extension(
+    sb: Runner, py: Runner, project: Path, probe: str
+) -> None:
+    """A str subclass lying to == or a dotted spec name must not load the originals."""
+    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    assert "LOADED" in py("-c", FRESH_EXTENSIONS[probe]).stdout
+    result = sb("-c", FRESH_EXTENSIONS[probe])
+    assert "LOADED" not in result.stdout
+    assert "python-api=ALLOW:" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    "arguments", ["socket.AF_PACKET, socket.SOCK_RAW, 8", "socket.AF_INET, socket.SOCK_RAW, 1"]
+)
+def test_cant_open_raw_or_packet_sockets(
+    sb: Runner, py: Runner, project: Path, arguments: str
+) -> None:
+    """No net= rule can speak of raw frames: they are refused whatever the rules say."""
+    (project / ".py-sandboxes").write_text("expose-ro=.\nnet=ALLOW|*|*|*|*\n")
+    code = f"import socket; socket.socket({arguments}); print('OPENED')"
+    plain = py("-c", code)
+    if "OPENED" not in plain.stdout:
+        pytest.skip(f"raw sockets need CAP_NET_RAW, which this test run lacks: {plain.stderr}")
+    result = sb("-c", code)
+    assert "OPENED" not in result.stdout
+    assert "RuleSocketConnectionRefusedError" in result.stderr, result.stderr

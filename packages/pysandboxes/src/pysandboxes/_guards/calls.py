@@ -192,18 +192,23 @@ class CallGuard:
             self.refuse("os.kill")
 
     def _import(self, args: tuple[Any, ...]) -> None:
-        if args and args[0] == "_ctypes" and not self._native:
+        if not args or not issubclass(type(args[0]), str):
+            return
+        # A plain copy: a str subclass could lie to == and hash. CPython initialises an
+        # extension module from the last part of a dotted name.
+        name = str.__add__("", args[0]).rpartition(".")[2]
+        if name == "_ctypes" and not self._native:
             self._enforcer.refuse_import(
                 "_ctypes",
                 "Importing ctypes is denied by the API guard (category: native): it reads and "
                 "writes memory and calls C unseen. Add 'python-api=ALLOW:native' to "
                 f"{self._rule_file} to allow it.",
             )
-        if args and args[0] in GUARDED_MODULES:
+        if name in GUARDED_MODULES:
             self._enforcer.refuse_call(
-                str(args[0]),
+                name,
                 "process-exec",
-                f"Importing {args[0]} again is denied by the API guard: the sandbox keeps its "
+                f"Importing {name} again is denied by the API guard: the sandbox keeps its "
                 "functions. To run programs, add 'python-api=ALLOW:subprocess.run' to "
                 f"{self._rule_file}.",
             )

@@ -29,6 +29,8 @@ _FAMILY = _raw_socket.__dict__["family"]
 _TYPE = _raw_socket.__dict__["type"]
 _INET = (_socket.AF_INET, _socket.AF_INET6)
 _DGRAM = _socket.SOCK_DGRAM
+_KINDS = (_socket.SOCK_STREAM, _socket.SOCK_DGRAM)
+_PROTOCOLS = (0, _socket.IPPROTO_TCP, _socket.IPPROTO_UDP)
 
 
 def _tuple_len(value: object) -> int:
@@ -81,6 +83,7 @@ class NetworkGuard:
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
         """The audit events judged here."""
         return {
+            "socket.__new__": self._new,
             "socket.connect": lambda a: self._address(a, "OUT", "connection to"),
             "socket.sendto": lambda a: self._address(a, "OUT", "datagram to"),
             "socket.sendmsg": lambda a: self._address(a, "OUT", "datagram to"),
@@ -93,6 +96,23 @@ class NetworkGuard:
                 _tuple_item(a[0], 0) if a and issubclass(type(a[0]), tuple) and a[0] else None
             ),
         }
+
+    def _new(self, args: tuple[Any, ...]) -> None:
+        """Only sockets a net= rule can speak of: TCP and UDP over IP, and AF_UNIX."""
+        family, kind, proto = (args[1:4] + (0, 0, 0))[:3]
+        if type(family) is not int or type(kind) is not int or type(proto) is not int:
+            return  # not a call the socket constructor accepts
+        if family in (_socket.AF_UNIX, -1):
+            return  # -1: the kind of a descriptor given by number, itself made here
+        if family in _INET and kind & 0xF in _KINDS and proto in _PROTOCOLS:
+            return
+        self._refuse(
+            f"Creating a socket of family {family}, type {kind & 0xF}, protocol {proto} is "
+            "refused: net= rules speak only of TCP and UDP over IPv4 and IPv6 (and files "
+            "speak of AF_UNIX), so no rule can allow raw, packet or other sockets.",
+            f"family {family}",
+            None,
+        )
 
     def _address(self, args: tuple[Any, ...], direction: str, what: str) -> None:
         sock, address = args[0], args[1] if len(args) > 1 else None
