@@ -30,6 +30,7 @@ _TYPE = _raw_socket.__dict__["type"]
 _INET = (_socket.AF_INET, _socket.AF_INET6)
 _DGRAM = _socket.SOCK_DGRAM
 _KINDS = (_socket.SOCK_STREAM, _socket.SOCK_DGRAM)
+_ANY_KIND = (_socket.AF_UNIX, -1)
 _PROTOCOLS = (0, _socket.IPPROTO_TCP, _socket.IPPROTO_UDP)
 
 
@@ -99,10 +100,12 @@ class NetworkGuard:
 
     def _new(self, args: tuple[Any, ...]) -> None:
         """Only sockets a net= rule can speak of: TCP and UDP over IP, and AF_UNIX."""
-        family, kind, proto = (args[1:4] + (0, 0, 0))[:3]
+        if len(args) < 4:
+            return
+        family, kind, proto = args[1], args[2], args[3]
         if type(family) is not int or type(kind) is not int or type(proto) is not int:
             return  # not a call the socket constructor accepts
-        if family in (_socket.AF_UNIX, -1):
+        if family in _ANY_KIND:
             return  # -1: the kind of a descriptor given by number, itself made here
         if family in _INET and kind & 0xF in _KINDS and proto in _PROTOCOLS:
             return
