@@ -11,6 +11,7 @@ count as the program.
 from __future__ import annotations
 
 import os
+import sys
 
 from .audit import current_frame
 
@@ -72,6 +73,19 @@ def _is_module_file(name: object) -> bool:
     return os.path.isfile(archive + ".zip" if zipped else name)  # type: ignore[arg-type]
 
 
+#: What the import system calls on a file loader while it reads a module's bytecode.
+_LOADER_METHODS = ("get_data", "path_stats", "get_filename", "source_to_code", "get_code")
+
+
+def _has_own_methods(loader: object) -> bool:
+    """Whether the loader object shadows a method of its class with its own attribute."""
+    try:
+        own: dict[str, object] = object.__getattribute__(loader, "__dict__")
+    except AttributeError:
+        return False
+    return type(own) is not dict or any(name in own for name in _LOADER_METHODS)
+
+
 class DynamicCodeGuard:
     """Judges the ``compile`` and ``code.__new__`` audit events by who asked."""
 
@@ -94,6 +108,18 @@ class DynamicCodeGuard:
         self._own = frozenset(id(g) for g in self._kept)
         self._rule_file = rule_file
         self._enforcer = enforcer
+        external: Any = sys.modules["_frozen_importlib_external"]
+        self._source_loader = external.SourceFileLoader
+        self._sourceless_loader = external.SourcelessFileLoader
+        self._source_get_code = external.SourceLoader.get_code.__code__
+        self._sourceless_get_code = external.SourcelessFileLoader.get_code.__code__
+        self._methods = tuple(
+            (holder, name, getattr(holder, name))
+            for holder in (external.SourceFileLoader, external.SourcelessFileLoader)
+            for name in _LOADER_METHODS
+            if hasattr(holder, name)
+        ) + ((external, "cache_from_source", external.cache_from_source),)
+        self._roots = (self._stdlib, *self._third_party)
         self._generating: frozenset[str] = _GENERATING | (
             _INTERACTIVE if interactive else frozenset[str]()
         )
@@ -160,7 +186,7 @@ class DynamicCodeGuard:
             self._refuse("Building a code object (types.CodeType, code.replace)", "code.__new__")
 
     def _marshal(self, args: tuple[Any, ...]) -> None:
-        if self._user_code(any_stdlib=True):
+        if not self._module_bytecode():
             self._enforcer.refuse_call(
                 "marshal.loads",
                 "deserialization",
@@ -169,6 +195,47 @@ class DynamicCodeGuard:
                 f"'python-api=ALLOW:deserialization' for the whole category, to "
                 f"{self._rule_file} to allow it.",
             )
+
+    def _module_bytecode(self) -> bool:
+        """Whether the bytes are the cache of a module's source, read by the import system.
+
+        Only then is ``marshal`` the interpreter's: the import system then names the code
+        after its source file, which is what the other judgements trust. Bytes handed in
+        any other way (a ``.pyc`` without source outside the interpreter's directories, a
+        loader with its own ``get_data``, a cache moved by ``sys.pycache_prefix``,
+        ``pkgutil.read_code``) could claim any file name, so they are the program's.
+        """
+        frame: FrameType | None = current_frame()
+        for _ in range(64):
+            if frame is None:
+                return False
+            code = frame.f_code
+            if code is self._source_get_code or code is self._sourceless_get_code:
+                break
+            frame = frame.f_back
+        else:
+            return False
+        names = frame.f_locals
+        loader: object = names.get("self")
+        kind: type = type(loader)
+        if kind is not self._source_loader and kind is not self._sourceless_loader:
+            return False
+        if not self._loaders_intact or _has_own_methods(loader):
+            return False
+        if code is self._sourceless_get_code:
+            path = names.get("path")
+            return type(path) is str and path.startswith(self._roots)  # type: ignore[union-attr]
+        source, cached = names.get("source_path"), names.get("bytecode_path")
+        if type(source) is not str or type(cached) is not str:
+            return False
+        folder = os.path.dirname(source) + "/__pycache__/"  # type: ignore[arg-type]
+        return cached.startswith(folder)  # type: ignore[union-attr]
+
+    @property
+    def _loaders_intact(self) -> bool:
+        return all(
+            getattr(holder, name, None) is original for holder, name, original in self._methods
+        )
 
     def _refuse(self, what: str, qualname: str) -> None:
         self._enforcer.refuse_call(

@@ -49,7 +49,12 @@ def _text(value: object) -> str | None:
     if issubclass(kind, str):
         return str.__add__("", value)  # type: ignore[arg-type]
     if issubclass(kind, (bytes, bytearray)):
-        return bytes(value).decode("idna", "replace")  # type: ignore[arg-type]
+        # The buffer, as C reads it: a subclass's __bytes__ is never called.
+        raw = memoryview(value).tobytes()  # type: ignore[arg-type]
+        try:
+            return raw.decode("idna") if raw[:1] != b"\0" else raw.decode("latin-1")
+        except UnicodeError:
+            return None  # not a name C would accept either: refused as unjudgeable
     return None
 
 
