@@ -180,6 +180,8 @@ class FileGuard:
                 Verdict(False, None, hidden=True),
             )
             return None
+        if type(dir_fd) is not int and issubclass(type(dir_fd), int):
+            dir_fd = int.__add__(0, dir_fd)  # type: ignore[arg-type]  # what C reads
         base = dir_fd if type(dir_fd) is int and dir_fd >= 0 else None
         absolute = self.resolver.absolute(named, base)
         if absolute is None:
@@ -333,6 +335,8 @@ class FileGuard:
         except OSError:
             named = exact_path(path)
             if named is not None:
+                if type(dir_fd) is not int and issubclass(type(dir_fd), int):
+                    dir_fd = int.__add__(0, dir_fd)  # type: ignore[arg-type]
                 absolute = self.resolver.absolute(named, dir_fd if type(dir_fd) is int else None)
                 real = self.resolver.real(absolute or named, follow=False)
             # A directory that leads to an exposure exists, and the rules say so already:

@@ -53,10 +53,28 @@ def _dress(wrapper: Callable[..., Any], original: Callable[..., Any]) -> Callabl
 
 
 def _path_arg(value: object) -> object:
-    """Convert a path-like object once; the same value then goes to guard and call."""
-    if isinstance(value, (str, bytes, int)) or value is None:
+    """Convert a path-like object once; the same value then goes to guard and call.
+
+    Subclasses of str, bytes and int become exact copies of what C reads from them, so
+    no method of the program's can answer the guard differently than the kernel.
+    """
+    kind = type(value)
+    if kind is str or kind is bytes or kind is int or value is None:
         return value
-    return os.fspath(value)  # type: ignore[arg-type]
+    if issubclass(kind, str):
+        return str.__add__("", value)  # type: ignore[arg-type]
+    if issubclass(kind, bytes):
+        return bytes.__add__(b"", value)  # type: ignore[arg-type]
+    if issubclass(kind, int):
+        return int.__add__(0, value)  # type: ignore[arg-type]
+    return _path_arg(os.fspath(value))  # type: ignore[arg-type]
+
+
+def _fd_arg(value: object) -> object:
+    """A descriptor argument as C reads it (an int subclass's own value)."""
+    if type(value) is not int and issubclass(type(value), int):
+        return int.__add__(0, value)  # type: ignore[arg-type]
+    return value
 
 
 def _metadata(
@@ -248,7 +266,7 @@ def _os_open(
     close = posix.close
 
     def open(path: Any, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
-        path = _path_arg(path)
+        path, dir_fd = _path_arg(path), _fd_arg(dir_fd)  # type: ignore[assignment]
         if dir_fd is not None and type(path) in (str, bytes):
             # The "open" audit event does not carry dir_fd: name the file through the
             # descriptor instead, which is what the guard then judges.
