@@ -163,7 +163,9 @@ def relative_to(text: str, dir_fd: object) -> str:
     """
     if dir_fd is None or text.startswith("/"):
         return text
-    return f"{_PREFIX}{dir_fd}/{text}"
+    if not issubclass(type(dir_fd), int):
+        raise TypeError(f"argument should be integer or None, not {type(dir_fd).__name__}")
+    return f"{_PREFIX}{int.__add__(0, dir_fd)}/{text}"  # type: ignore[arg-type]
 
 
 def changes_one_path(
