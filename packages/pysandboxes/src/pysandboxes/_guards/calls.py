@@ -84,6 +84,14 @@ _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ctypes.PyObj_FromPtr": ("ctypes.cast", _NATIVE),
 }
 
+#: Extension modules that act in C where no audit event reports it: without a ``native``
+#: grant they are not importable (a ModuleNotFoundError, so libraries fall back).
+_NATIVE_MODULES = {
+    "_ctypes": "ctypes reads and writes memory and calls C unseen",
+    "_tkinter": "its Tcl interpreter runs programs, opens files and sockets unseen",
+    "readline": "it reads and writes history and init files unseen",
+}
+
 #: Extension modules whose functions are replaced here: importing one again would hand
 #: out the originals.
 GUARDED_MODULES = frozenset({"_posixsubprocess", "_signal"})
@@ -197,12 +205,12 @@ class CallGuard:
         # A plain copy: a str subclass could lie to == and hash. CPython initialises an
         # extension module from the last part of a dotted name.
         name = str.__add__("", args[0]).rpartition(".")[2]
-        if name == "_ctypes" and not self._native:
+        why = _NATIVE_MODULES.get(name)
+        if why is not None and not self._native:
             self._enforcer.refuse_import(
-                "_ctypes",
-                "Importing ctypes is denied by the API guard (category: native): it reads and "
-                "writes memory and calls C unseen. Add 'python-api=ALLOW:native' to "
-                f"{self._rule_file} to allow it.",
+                name,
+                f"Importing {name} is denied by the API guard (category: native): {why}. Add "
+                f"'python-api=ALLOW:native' to {self._rule_file} to allow it.",
             )
         if name in GUARDED_MODULES:
             self._enforcer.refuse_call(
