@@ -282,3 +282,24 @@ def test_cant_open_raw_or_packet_sockets(
     result = sb("-c", code)
     assert "OPENED" not in result.stdout
     assert "RuleSocketConnectionRefusedError" in result.stderr, result.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="documented open route: OpenSSL opens certificate files with no audit event",
+)
+def test_cant_load_certificates_from_outside_the_rules(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.pem"
+    outside.write_text("not a certificate\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    code = (
+        "import ssl, sys\n"
+        "try:\n"
+        "    ssl.create_default_context().load_verify_locations(sys.argv[1])\n"
+        "except OSError as exc:\n"
+        "    print(type(exc).__name__)\n"
+    )
+    assert "SSLError" in py("-c", code, str(outside)).stdout  # opened, then parsed
+    assert "RuleFileNotFoundError" in sb("-c", code, str(outside)).stdout
