@@ -24,6 +24,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
 
+    from pysandboxes._policy.judge import ApiJudge
     from pysandboxes._policy.model import Verdict
 
 _VERBS = {
@@ -33,6 +34,22 @@ _VERBS = {
     Access.DELETE: "Removing or renaming",
     Access.EXECUTE: "Executing",
 }
+
+
+def call_refusal(api: ApiJudge, qualname: str, category: str, rule_file: str) -> str:
+    """The message refusing a sensitive call: the rule that decided, or the lines to add."""
+    verdict = api.judge(qualname)
+    allow_one = f"'python-api=ALLOW:{qualname}'"
+    if verdict.rule is None:
+        return (
+            f"{qualname}() is denied by the API guard (category: {category}). Add {allow_one} "
+            f"for this function only, or 'python-api=ALLOW:{category}' for the whole "
+            f"category, to {rule_file} to allow it."
+        )
+    why = f"{qualname}() is denied by {verdict.rule} (category: {category})."
+    if api.names(qualname):
+        return f"{why} Remove that line to allow it."
+    return f"{why} Add {allow_one} to {rule_file} to allow this function."
 
 
 @record

@@ -23,6 +23,8 @@ from __future__ import annotations
 import os
 import sys
 
+from pysandboxes._enforce import call_refusal
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -154,22 +156,9 @@ class CallGuard:
     def refuse(self, event: str) -> None:
         """Refuse the call behind ``event`` with the lines that would allow it."""
         qualname = _FAMILIES[event][0] if event in _FAMILIES else event
-        verdict = self._api.judge(qualname)
-        category = verdict.category or "process-control"
-        allow_one = f"'python-api=ALLOW:{qualname}'"
-        if verdict.rule is None:
-            why = f"is denied by the API guard (category: {category}): no rule allows it"
-            fix = (
-                f"Add {allow_one} for this function only, or 'python-api=ALLOW:{category}' "
-                f"for the whole category, to {self._rule_file} to allow it."
-            )
-        elif self._api.names(qualname):
-            why = f"is denied by {verdict.rule} (category: {category})"
-            fix = "Remove that line to allow it."
-        else:
-            why = f"is denied by {verdict.rule} (category: {category})"
-            fix = f"Add {allow_one} to {self._rule_file} to allow this function."
-        self._enforcer.refuse_call(qualname, category, f"{qualname}() {why}. {fix}")
+        category = self._api.judge(qualname).category or "process-control"
+        message = call_refusal(self._api, qualname, category, self._rule_file)
+        self._enforcer.refuse_call(qualname, category, message)
 
     def _kill(self, args: tuple[Any, ...]) -> None:
         if args and type(args[0]) is int and args[0] == self._pid:

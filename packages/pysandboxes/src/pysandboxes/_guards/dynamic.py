@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import sys
 
+from pysandboxes._enforce import call_refusal
+
 from .audit import current_frame
 
 TYPE_CHECKING = False
@@ -100,6 +102,7 @@ class DynamicCodeGuard:
         *,
         interactive: bool = False,
     ) -> None:
+        self._api = api
         self._allowed = any(api.judge(name).allowed for name in _DYNAMIC)
         self._marshal_allowed = api.judge("marshal.loads").allowed
         self._stdlib = stdlib.rstrip("/") + "/"
@@ -187,14 +190,8 @@ class DynamicCodeGuard:
 
     def _marshal(self, args: tuple[Any, ...]) -> None:
         if not self._module_bytecode():
-            self._enforcer.refuse_call(
-                "marshal.loads",
-                "deserialization",
-                "marshal.loads() is denied by the API guard (category: deserialization). Add "
-                "'python-api=ALLOW:marshal.loads' for this function only, or "
-                f"'python-api=ALLOW:deserialization' for the whole category, to "
-                f"{self._rule_file} to allow it.",
-            )
+            message = call_refusal(self._api, "marshal.loads", "deserialization", self._rule_file)
+            self._enforcer.refuse_call("marshal.loads", "deserialization", message)
 
     def _module_bytecode(self) -> bool:
         """Whether the bytes are the cache of a module's source, read by the import system.

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from types import FrameType, FunctionType
 
+from pysandboxes._enforce import call_refusal
+
 from .audit import current_frame
 
 TYPE_CHECKING = False
@@ -136,13 +138,7 @@ class IntegrityGuard:
 
     def _introspection(self, qualname: str) -> Callable[[tuple[Any, ...]], None]:
         def refuse(args: tuple[Any, ...]) -> None:
-            self._enforcer.refuse_call(
-                qualname,
-                "introspection",
-                f"{qualname}() is denied by the API guard (category: introspection). Add "
-                f"'python-api=ALLOW:{qualname}' for this function only, or "
-                f"'python-api=ALLOW:introspection' for the whole category, to "
-                f"{self._rule_file} to allow it.",
-            )
+            message = call_refusal(self._api, qualname, "introspection", self._rule_file)
+            self._enforcer.refuse_call(qualname, "introspection", message)
 
         return refuse
