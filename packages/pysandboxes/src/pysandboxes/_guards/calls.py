@@ -213,40 +213,34 @@ class CallGuard:
 
 def guard_unreported(guard: CallGuard) -> None:
     """Replace the functions CPython does not report, before anything binds them."""
-    _guard_fork_exec(guard)
+    import _posixsubprocess  # type: ignore[import-not-found]
     import _signal  # type: ignore[import-not-found]
     import signal
 
-    original: Callable[..., Any] | None = getattr(_signal, "pidfd_send_signal", None)
-    if original is None or guard.family_allowed(
-        "signal.pidfd_send_signal", ("_signal.pidfd_send_signal",)
-    ):
-        return
-    kept = original
-
-    def pidfd_send_signal(*args: Any, **kwargs: Any) -> Any:
-        guard.refuse("signal.pidfd_send_signal")
-        return kept(*args, **kwargs)
-
-    pidfd_send_signal.__doc__ = original.__doc__
-    _signal.pidfd_send_signal = pidfd_send_signal  # type: ignore[attr-defined]
-    signal.pidfd_send_signal = pidfd_send_signal  # type: ignore[attr-defined]
-
-
-def _guard_fork_exec(guard: CallGuard) -> None:
-    import _posixsubprocess  # type: ignore[import-not-found]
-
-    original: Callable[..., Any] = _posixsubprocess.fork_exec  # type: ignore[attr-defined]
     family = ("_posixsubprocess.fork_exec", *_SUBPROCESS, *_MULTIPROCESSING, "os.popen")
-    allowed = guard.family_allowed("_posixsubprocess.fork_exec", family)
+    if not guard.family_allowed("_posixsubprocess.fork_exec", family):
+        # subprocess binds it as _fork_exec when imported: replace that copy too.
+        holders = [_posixsubprocess, sys.modules.get("subprocess")]
+        _refusing_copy(guard, holders, "fork_exec", "_fork_exec", "subprocess.Popen")
+    pidfd = ("signal.pidfd_send_signal", "_signal.pidfd_send_signal")
+    if hasattr(_signal, "pidfd_send_signal") and not guard.family_allowed(pidfd[0], pidfd):
+        holders = [_signal, signal]
+        _refusing_copy(guard, holders, "pidfd_send_signal", None, "signal.pidfd_send_signal")
 
-    def fork_exec(*args: Any, **kwargs: Any) -> Any:
-        if not allowed:
-            guard.refuse("subprocess.Popen")
-        return original(*args, **kwargs)
 
-    fork_exec.__doc__ = original.__doc__
-    _posixsubprocess.fork_exec = fork_exec  # type: ignore[attr-defined]
-    subprocess = sys.modules.get("subprocess")
-    if subprocess is not None:
-        subprocess._fork_exec = fork_exec  # type: ignore[attr-defined]
+def _refusing_copy(
+    guard: CallGuard, holders: list[Any], name: str, alias: str | None, event: str
+) -> None:
+    """Put a copy of ``holders[0].name`` that refuses as ``event`` wherever it is bound."""
+    original: Callable[..., Any] = getattr(holders[0], name)
+
+    def refusing(*args: Any, **kwargs: Any) -> Any:
+        guard.refuse(event)
+        return original(*args, **kwargs)  # an enforcer that records lets the call through
+
+    refusing.__name__ = refusing.__qualname__ = name
+    refusing.__doc__ = original.__doc__
+    setattr(holders[0], name, refusing)
+    for holder in holders[1:]:
+        if holder is not None:
+            setattr(holder, alias or name, refusing)
