@@ -72,7 +72,7 @@ class NetworkGuard:
     def __init__(self, judge: NetJudge, policy: Policy, enforcer: Enforcer, rule_file: str) -> None:
         self._judge = judge
         self._enforcer = enforcer
-        self._pins = {name: addresses for name, addresses in policy.pins}
+        self._pinned_names = frozenset(name for name, _ in policy.pins)
         self._rule_file = rule_file
         # When every ALLOW OUT rule names a host (or one address), unknown names are not
         # even looked up: the answer could be used by code the guard does not see.
@@ -194,7 +194,7 @@ class NetworkGuard:
         if netaddr.parse_address(host) is not None:
             self._remember(host)
             return
-        if host.lower().rstrip(".") in self._pins:
+        if host.lower().rstrip(".") in self._pinned_names:
             return
         self._refuse(
             f"Looking up the name {host!r} is refused: no net= rule names it. Add a rule "
