@@ -28,7 +28,7 @@ PROBE = (
 
 
 def rules(project: Path, text: str = "expose-ro=.\n") -> None:
-    (project / ".py-sandboxes").write_text(text + "env=LC_ALL=${LC_ALL}\n")
+    (project / ".py-sandboxes").write_text(text + "env=LC_ALL=${LC_ALL}\npython-import=*\n")
 
 
 @pytest.mark.parametrize(
@@ -97,6 +97,7 @@ def test_show_rules_lists_each_rule_with_its_line(sb: Runner, project: Path) -> 
         [".py-sandboxes(2)", "expose-ro=."],
         [".py-sandboxes(3)", "env=HOME=${HOME}"],
         [".py-sandboxes(4)", "env=LC_ALL=${LC_ALL}"],
+        [".py-sandboxes(5)", "python-import=*"],
     ]
 
 
@@ -119,7 +120,7 @@ def test_uvx_runs_a_program_from_the_wheels(wheels_dir: Path, tmp_path: Path) ->
     uvx = shutil.which("uvx")
     if uvx is None:
         pytest.skip("uvx is not installed: run scripts/test, which installs uv")
-    (tmp_path / ".py-sandboxes").write_text("expose-ro=.\n")
+    (tmp_path / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
     (tmp_path / "app.py").write_text("import sys; print('ran', sys.argv[1:])\n")
     cli = next(wheels_dir.glob("python_sb-*.whl"))
     lib = next(wheels_dir.glob("pysandboxes-*.whl"))

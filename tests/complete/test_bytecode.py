@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
 def test_cant_pass_bytecode_off_as_the_standard_library(
     sb: Runner, py: Runner, project: Path
 ) -> None:
-    (project / ".py-sandboxes").write_text("expose-rw=.\n")
+    (project / ".py-sandboxes").write_text("expose-rw=.\npython-import=*\n")
     probe = (
         "import enum, importlib.util, marshal\n"
         "def payload():\n"

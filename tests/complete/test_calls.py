@@ -86,7 +86,7 @@ def marker(tmp_path: Path) -> Path:
 def test_cant_run_outside_the_python_layer(
     sb: Runner, py: Runner, project: Path, marker: Path, probe: str
 ) -> None:
-    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
     (project / "work.py").write_text("def touch(path):\n    open(path, 'w').close()\n")
     (project / "probe.py").write_text(PROBES[probe].format(marker=marker))
     if probe != "posixsubprocess_reimported":  # plain python needs no reimport: same probe
@@ -104,7 +104,7 @@ def test_cant_run_outside_the_python_layer(
 
 
 def test_cant_signal_another_process(sb: Runner, py: Runner, project: Path) -> None:
-    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
     victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
     try:
         code = f"import os, sys; os.kill(int(sys.argv[1]), {int(signal.SIGTERM)})"
@@ -120,7 +120,7 @@ def test_cant_signal_another_process(sb: Runner, py: Runner, project: Path) -> N
 
 
 def test_cant_create_a_subinterpreter(sb: Runner, py: Runner, project: Path) -> None:
-    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
     module = pytest.importorskip("_xxsubinterpreters", reason="no subinterpreters module")
     code = f"import {module.__name__} as s; s.destroy(s.create()); print('CREATED')"
     assert "CREATED" in py("-c", code).stdout
@@ -128,14 +128,16 @@ def test_cant_create_a_subinterpreter(sb: Runner, py: Runner, project: Path) -> 
     assert "CREATED" not in result.stdout
     # CPython turns the hook's refusal inside interpreter creation into this error.
     assert "RuntimeError: interpreter creation failed" in result.stderr, result.stderr
-    rules = "expose-ro=.\npython-api=ALLOW:_xxsubinterpreters.create\n"
+    rules = "expose-ro=.\npython-api=ALLOW:_xxsubinterpreters.create\npython-import=*\n"
     (project / ".py-sandboxes").write_text(rules)
     assert "CREATED" in sb("-c", code).stdout, "the refusal was not the guard's"
 
 
 def test_a_grant_allows_the_whole_family(sb: Runner, project: Path, marker: Path) -> None:
     """Granting subprocess.run must not be undone by the Popen that run makes."""
-    (project / ".py-sandboxes").write_text("expose-ro=.\npython-api=ALLOW:subprocess.run\n")
+    (project / ".py-sandboxes").write_text(
+        "expose-ro=.\npython-import=*\npython-api=ALLOW:subprocess.run\n"
+    )
     result = sb("-c", PROBES["subprocess_run"].format(marker=marker))
     assert result.returncode == 0, result.stderr
     assert marker.exists()
@@ -143,7 +145,7 @@ def test_a_grant_allows_the_whole_family(sb: Runner, project: Path, marker: Path
 
 def test_everyday_code_keeps_working(sb: Runner, project: Path) -> None:
     """Plain data unpickles, a program may signal itself, ctypes falls back as if absent."""
-    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
     code = (
         "import pickle, os, signal\n"
         "signal.signal(signal.SIGUSR1, lambda *a: print('SIGNALLED'))\n"
@@ -175,12 +177,14 @@ print(secret)
 
 def test_cant_write_memory_through_ctypes(sb: Runner, py: Runner, project: Path) -> None:
     """ctypes writes memory with no audit event: without a native grant it is not there."""
-    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
     assert "b'XMMUTABLE-SECRET'" in py("-c", WRITE_IMMUTABLE).stdout
     result = sb("-c", WRITE_IMMUTABLE)
     assert "XMMUTABLE" not in result.stdout
     assert "Add 'python-api=ALLOW:native' to .py-sandboxes" in result.stderr, result.stderr
-    (project / ".py-sandboxes").write_text("expose-ro=.\npython-api=ALLOW:native\n")
+    (project / ".py-sandboxes").write_text(
+        "expose-ro=.\npython-import=*\npython-api=ALLOW:native\n"
+    )
     assert "b'XMMUTABLE-SECRET'" in sb("-c", WRITE_IMMUTABLE).stdout
 
 
@@ -205,7 +209,7 @@ SIGNAL_PROBES = {
 def test_cant_signal_another_process_without_kill(
     sb: Runner, py: Runner, project: Path, probe: str
 ) -> None:
-    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
     victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
     try:
         py("-c", SIGNAL_PROBES[probe], str(victims[0].pid))
@@ -222,7 +226,9 @@ def test_cant_signal_another_process_without_kill(
 def test_a_deny_naming_the_function_wins_over_its_category(
     sb: Runner, project: Path, marker: Path
 ) -> None:
-    rules = "expose-ro=.\npython-api=ALLOW:process-exec\npython-api=DENY:os.system\n"
+    rules = (
+        "expose-ro=.\npython-api=ALLOW:process-exec\npython-api=DENY:os.system\npython-import=*\n"
+    )
     (project / ".py-sandboxes").write_text(rules)
     result = sb("-c", PROBES["os_system"].format(marker=marker))
     expected = "os.system() is denied by 'python-api=DENY:os.system' from .py-sandboxes(3)"
@@ -260,7 +266,7 @@ def test_cant_load_a_fresh_copy_of_a_guarded_extension(
     sb: Runner, py: Runner, project: Path, probe: str
 ) -> None:
     """A str subclass lying to == or a dotted spec name must not load the originals."""
-    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
     assert "LOADED" in py("-c", FRESH_EXTENSIONS[probe]).stdout
     result = sb("-c", FRESH_EXTENSIONS[probe])
     assert "LOADED" not in result.stdout
@@ -274,7 +280,7 @@ def test_cant_open_raw_or_packet_sockets(
     sb: Runner, py: Runner, project: Path, arguments: str
 ) -> None:
     """No net= rule can speak of raw frames: they are refused whatever the rules say."""
-    (project / ".py-sandboxes").write_text("expose-ro=.\nnet=ALLOW|*|*|*|*\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\nnet=ALLOW|*|*|*|*\n")
     code = f"import socket; socket.socket({arguments}); print('OPENED')"
     plain = py("-c", code)
     if "OPENED" not in plain.stdout:
@@ -293,7 +299,7 @@ def test_cant_load_certificates_from_outside_the_rules(
 ) -> None:
     outside = tmp_path / "outside.pem"
     outside.write_text("not a certificate\n")
-    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
     code = (
         "import ssl, sys\n"
         "try:\n"

@@ -35,7 +35,7 @@ def probe(result: subprocess.CompletedProcess[str]) -> dict[str, object]:
 
 def rules(project: Path, text: str) -> None:
     # The runners set LC_ALL; forwarding it keeps CPython's UTF-8 mode the same both ways.
-    (project / ".py-sandboxes").write_text(text + "env=LC_ALL=${LC_ALL}\n")
+    (project / ".py-sandboxes").write_text(text + "env=LC_ALL=${LC_ALL}\npython-import=*\n")
 
 
 @pytest.mark.parametrize(

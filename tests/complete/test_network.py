@@ -80,7 +80,9 @@ except OSError as exc:
 
 
 def rules(project: Path, *lines: str) -> None:
-    (project / ".py-sandboxes").write_text("\n".join(["expose-ro=.", *lines]) + "\n")
+    (project / ".py-sandboxes").write_text(
+        "\n".join(["expose-ro=.", *lines, "python-import=*"]) + "\n"
+    )
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "0x7f.1", "2130706433", "127.1", "0.0.0.0"])

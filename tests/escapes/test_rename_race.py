@@ -208,4 +208,4 @@ def test_cant_replace_rule_file_through_rename_race(lab: Lab) -> None:
     result = lab.run_sandboxed(WRITE_RACE, *args)
     output = result.stdout + result.stderr
     assert "TRIED" in result.stdout, output
-    assert rules.read_text() == "expose-ro=.\nexpose-rw=./out\n", output
+    assert rules.read_text() == "expose-ro=.\nexpose-rw=./out\npython-import=*\n", output

@@ -18,10 +18,11 @@ from pysandboxes._guards.audit import AuditHook
 from pysandboxes._guards.calls import CallGuard, guard_unreported
 from pysandboxes._guards.dynamic import DynamicCodeGuard
 from pysandboxes._guards.files import FileGuard
+from pysandboxes._guards.imports import ImportGuard
 from pysandboxes._guards.integrity import IntegrityGuard
 from pysandboxes._guards.network import NetworkGuard
 from pysandboxes._guards.paths import Resolver
-from pysandboxes._policy.judge import ApiJudge, FileJudge, NetJudge
+from pysandboxes._policy.judge import ApiJudge, FileJudge, ImportJudge, NetJudge
 from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._spec import LaunchSpec, decode
 
@@ -141,6 +142,19 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
     hook.add(calls.events)
     hook.add(dynamic.events)
     hook.add(integrity.events)
+    import_judge = ImportJudge(policy)
+    imports = ImportGuard(
+        import_judge,
+        enforcer,
+        spec.rule_file,
+        os.path.dirname(os.__file__),
+        roots,
+        own_globals,
+        program_code=[_runner.run.__code__],  # -m: the program asks for its module
+    )
+    if not import_judge.allows_any:  # python-import=* switches the guard off
+        hook.add(imports.events)
+        imports.install()
     guard_unreported(calls)  # before the hook: importing it afterwards is refused
     hook.install()
     filewraps.install(files.metadata_seen)

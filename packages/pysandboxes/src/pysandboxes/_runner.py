@@ -10,6 +10,7 @@ CPython does.
 from __future__ import annotations
 
 import os
+import runpy  # here, not in run(): run's own imports are charged to the program
 import sys
 
 TYPE_CHECKING = False
@@ -96,12 +97,8 @@ def run(program: Program, code: CodeType | None) -> None:
         if program.kind == "repl":
             interact(_fresh_main())
         elif program.kind == "module":
-            import runpy
-
             runpy._run_module_as_main(program.target, alter_argv=True)  # type: ignore[attr-defined]
         elif program.kind == "script" and code is None:
-            import runpy
-
             runpy.run_path(program.target, run_name="__main__")
         else:
             namespace = _fresh_main()

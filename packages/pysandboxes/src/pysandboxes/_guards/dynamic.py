@@ -85,7 +85,7 @@ def _has_own_methods(loader: object) -> bool:
         own: dict[str, object] = object.__getattribute__(loader, "__dict__")
     except AttributeError:
         return False
-    return type(own) is not dict or any(name in own for name in _LOADER_METHODS)
+    return type(own) is not dict or not own.keys().isdisjoint(_LOADER_METHODS)
 
 
 class DynamicCodeGuard:
@@ -230,9 +230,10 @@ class DynamicCodeGuard:
 
     @property
     def _loaders_intact(self) -> bool:
-        return all(
-            getattr(holder, name, None) is original for holder, name, original in self._methods
-        )
+        for holder, name, original in self._methods:  # a plain loop: this runs per import
+            if getattr(holder, name, None) is not original:
+                return False
+        return True
 
     def _refuse(self, what: str, qualname: str) -> None:
         self._enforcer.refuse_call(

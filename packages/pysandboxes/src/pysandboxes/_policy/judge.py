@@ -231,6 +231,30 @@ class NetJudge:
         return Verdict(False, None, fix=f"net=ALLOW|{proto}|{ip}|{port}|{direction}")
 
 
+#: Modules every program may import without a rule: those of 0.7.0's keep-list, this
+#: package, ``__future__`` (a compiler directive), and the modules CPython's C code
+#: imports by itself on the program's behalf (``time.strptime`` loads ``_strptime``,
+#: ``object.__reduce_ex__`` loads ``copyreg``, codecs load ``encodings``).
+KEPT_MODULES = frozenset(
+    {
+        "__future__",
+        "__main__",
+        "_io",
+        "_strptime",
+        "asyncio",
+        "builtins",
+        "copyreg",
+        "encodings",
+        "pysandboxes",
+        "sys",
+        "tokenize",
+        "warnings",
+    }
+)
+#: Kept packages whose submodules are kept too (0.7.0 judges ``asyncio.subprocess``).
+_KEPT_PACKAGES = frozenset({"encodings", "pysandboxes"})
+
+
 class ImportJudge:
     """Judges a module by its top-level name against ``python-import=``."""
 
@@ -241,12 +265,23 @@ class ImportJudge:
             for module in rule.modules:
                 self._allowed.setdefault(module, rule.origin)
 
+    @property
+    def allows_any(self) -> bool:
+        """Whether ``python-import=*`` switches the import guard off."""
+        return self._any is not None
+
+    def allowed_names(self) -> frozenset[str]:
+        """The top-level names a rule allows, and the kept modules."""
+        return frozenset(self._allowed) | KEPT_MODULES | _KEPT_PACKAGES
+
     def judge(self, module: str) -> Verdict:
         """The verdict for importing ``module`` (dotted names judged on the top level)."""
         top = module.partition(".")[0]
         origin = self._allowed.get(top) or self._any
         if origin is not None:
             return Verdict(True, origin)
+        if module in KEPT_MODULES or top in _KEPT_PACKAGES:
+            return Verdict(True, None)
         return Verdict(False, None, fix=f"python-import={top}")
 
 

@@ -1,0 +1,344 @@
+"""Imports: ``python-import=`` judged on the modules the program itself asks for.
+
+An import is charged to the code that asks for it. The program's code (its script, its
+own modules, ``-c`` text, the prompt) needs a rule for every top-level module it imports;
+what an allowed module imports for itself (``json`` loading ``re``, ``requests`` loading
+``urllib3``) is that module's business, so a rule file lists what the program uses, not
+its dependency tree. Standard-library functions that import a name they are handed
+(``importlib.import_module``, ``pkgutil.resolve_name``, ``pydoc.locate``, ``runpy``...)
+are looked through: the import is charged to their caller.
+
+Four doors are watched, all reporting through the sealed audit hook, so nothing the
+program can reach holds a reference to the guard:
+
+- a meta-path finder at the head of ``sys.meta_path`` sees every module about to be
+  loaded, however it was asked for (statement, ``__import__``, ``importlib``);
+- ``builtins.__import__`` and the import system's ``_gcd_import`` report every import
+  statement and ``importlib.import_module`` call, so a module already in ``sys.modules``
+  (loaded by the interpreter or by the sandbox before the program) is judged too;
+- the ``import`` event of C-level imports and the ``exec`` of a module's code put the
+  finder back at the head if the program moved it;
+- a module executed by the import system (``spec_from_file_location`` and
+  ``exec_module``) is judged by its name and by the file it comes from, so a standard
+  module cannot be loaded under an allowed name.
+
+A module that does not exist raises the ordinary ``ModuleNotFoundError``: it is not
+refused. Reading ``sys.modules`` directly is not an import (``docs/security.md``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+from types import FunctionType
+
+from .audit import current_frame
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from types import CodeType, FrameType
+    from typing import Any
+
+    from pysandboxes._enforce import Enforcer
+    from pysandboxes._policy.judge import ImportJudge
+
+#: The event the finder and the wrappers raise; the program may raise it too, which
+#: can only get its own imports refused.
+EVENT = "pysandboxes.import"
+
+#: Standard-library functions that import a module named by their caller.
+_RESOLVERS = frozenset(
+    {
+        ("importlib", "import_module"),
+        ("importlib", "reload"),
+        ("importlib.util", "find_spec"),
+        ("pkgutil", "resolve_name"),
+        ("pkgutil", "get_loader"),
+        ("pkgutil", "find_loader"),
+        ("pydoc", "locate"),
+        ("pydoc", "safeimport"),
+        ("runpy", "run_module"),
+        ("runpy", "_run_module_as_main"),
+        ("runpy", "_get_module_details"),
+        ("runpy", "_get_main_module_details"),
+        ("logging.config", "_resolve"),
+        ("logging.config", "resolve"),
+        ("unittest.mock", "_importer"),
+        ("unittest.mock", "_dot_lookup"),
+    }
+)
+_MACHINERY = frozenset({"importlib._bootstrap", "importlib._bootstrap_external", "zipimport"})
+_PROGRAM, _LIBRARY, _MACHINE = 0, 1, 2
+
+
+def _exact(value: object) -> str | None:
+    """A plain copy of a str (a subclass could lie to ``==`` and hashing), else None."""
+    return str.__add__("", value) if isinstance(value, str) else None  # type: ignore[arg-type]
+
+
+def _detached(function: Callable[..., Any], name: str) -> FunctionType:
+    """``function`` rebound to globals of its own: no way from it to this module."""
+    code: CodeType = function.__code__  # type: ignore[attr-defined]
+    closure = function.__closure__  # type: ignore[attr-defined]
+    detached = FunctionType(code, {"__builtins__": {}}, name, function.__defaults__, closure)  # type: ignore[attr-defined]
+    detached.__qualname__ = name
+    detached.__doc__ = function.__doc__
+    return detached
+
+
+def _import_wrapper(
+    original: Callable[..., Any], audit: Callable[..., None], allowed: frozenset[str]
+) -> FunctionType:
+    # Names the rules allow skip the event: a program that swaps this closure's set gains
+    # only modules already loaded, which sys.modules hands out anyway; the finder still
+    # judges every module that would be loaded.
+    def __import__(name, globals=None, locals=None, fromlist=(), level=0):  # type: ignore[no-untyped-def]
+        if level or name not in allowed:
+            audit("pysandboxes.import", "statement", name, globals, level)
+        return original(name, globals, locals, fromlist, level)
+
+    wrapper = _detached(__import__, "__import__")  # type: ignore[arg-type]
+    wrapper.__doc__ = original.__doc__
+    return wrapper
+
+
+def _gcd_wrapper(original: Callable[..., Any], audit: Callable[..., None]) -> FunctionType:
+    def _gcd_import(name, package=None, level=0):  # type: ignore[no-untyped-def]
+        audit("pysandboxes.import", "call", name, package, level)
+        return original(name, package, level)
+
+    return _detached(_gcd_import, "_gcd_import")  # type: ignore[arg-type]
+
+
+def _finder(audit: Callable[..., None]) -> object:
+    def find_spec(fullname, path=None, target=None):  # type: ignore[no-untyped-def]
+        audit("pysandboxes.import", "find", fullname, path, 0)
+
+    detached = _detached(find_spec, "find_spec")  # type: ignore[arg-type]
+    kind = type("ImportRulesFinder", (), {"__slots__": (), "find_spec": staticmethod(detached)})
+    kind.__module__ = "pysandboxes"
+    return kind()
+
+
+class ImportGuard:
+    """Judges imports against ``python-import=`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        judge: ImportJudge,
+        enforcer: Enforcer,
+        rule_file: str,
+        stdlib: str,
+        libraries: Iterable[str],
+        own_globals: Iterable[dict[str, object]],
+        program_code: Iterable[CodeType] = (),
+    ) -> None:
+        self._judge = judge
+        self._enforcer = enforcer
+        self._rule_file = rule_file
+        self._stdlib = stdlib.rstrip("/") + "/"
+        self._libraries = tuple(r.rstrip("/") + "/" for r in libraries)
+        # site-packages may sit inside the standard library's directory: deepest first.
+        self._roots_deepest_first = sorted({self._stdlib, *self._libraries}, key=len, reverse=True)
+        self._kept = tuple(own_globals)  # alive, so that their ids stay theirs
+        self._own = {id(g) for g in self._kept}
+        self._program_code = frozenset(program_code)
+        self._allowed: dict[str, bool] = {}
+        self._kinds: dict[str, tuple[int, str]] = {}
+        self._refused_claims: dict[tuple[str | None, ...], str] = {}
+        from opcode import opmap
+
+        self._import_name = opmap["IMPORT_NAME"]
+        bootstrap: Any = sys.modules["_frozen_importlib"]
+        self._bootstrap = bootstrap
+        self._frames_removed = bootstrap._call_with_frames_removed.__code__
+        audit = sys.audit
+        self.finder = _finder(audit)
+        self._wrappers = (
+            _import_wrapper(builtins.__import__, audit, judge.allowed_names()),
+            _gcd_wrapper(bootstrap._gcd_import, audit),
+        )
+        self._own.update(id(w.__globals__) for w in self._wrappers)
+        self._own.add(id(type(self.finder).find_spec.__globals__))  # type: ignore[attr-defined]
+
+    @property
+    def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
+        """The audit events judged here."""
+        return {EVENT: self._reported, "import": self._c_import, "exec": self._exec}
+
+    def install(self) -> None:
+        """Put the finder first and the wrappers in place (before the hook is sealed)."""
+        sys.meta_path.insert(0, self.finder)  # type: ignore[arg-type]
+        builtins.__import__ = self._wrappers[0]
+        self._bootstrap._gcd_import = self._wrappers[1]
+
+    # -- verdicts ---------------------------------------------------------------------
+
+    def _allows(self, top: str) -> bool:
+        known = self._allowed.get(top)
+        if known is None:
+            known = self._allowed[top] = self._judge.judge(top).allowed
+        return known
+
+    def _refuse(self, top: str, module: str) -> None:
+        shown = module if module == top else f"{module} (top-level module {top})"
+        self._enforcer.refuse_import(
+            top,
+            f"Importing {shown} is refused by the import guard: no python-import rule "
+            f"allows it. Add 'python-import={top}' to {self._rule_file} to allow it.",
+        )
+
+    # -- events -----------------------------------------------------------------------
+
+    def _reported(self, args: tuple[Any, ...]) -> None:
+        if len(args) != 4:
+            return
+        self._keep_finder_first()
+        door, name, context, level = _exact(args[0]), _exact(args[1]), args[2], args[3]
+        if name is None or door is None:
+            return
+        if type(level) is not int or level < 0:
+            return  # the import itself raises
+        if level:
+            name = self._absolute(door, name, context, level)
+            if name is None:
+                return
+        top = name.partition(".")[0]
+        if not top or self._allows(top) or not self._asked_by_program():
+            return
+        if door == "find":
+            if not self._exists(top, name, context):
+                return  # the ordinary ModuleNotFoundError follows
+        elif top not in sys.modules and not self._exists(top, top, None):
+            return
+        self._refuse(top, name)
+
+    def _absolute(self, door: str, name: str, context: object, level: int) -> str | None:
+        bootstrap = self._bootstrap
+        try:
+            package = context
+            if door == "statement":
+                package = bootstrap._calc___package__(context if isinstance(context, dict) else {})
+            if not isinstance(package, str):
+                return None
+            return bootstrap._resolve_name(name, _exact(package), level)
+        except Exception:  # a bad relative import: the import system says why
+            return None
+
+    def _exists(self, top: str, name: str, path: object) -> bool:
+        """Whether some other finder would find the module (no refusal for a typo)."""
+        if top in sys.modules:
+            return True
+        for finder in list(sys.meta_path):
+            if finder is self.finder:
+                continue
+            find_spec = getattr(finder, "find_spec", None)
+            try:
+                if find_spec is not None and find_spec(name, path) is not None:
+                    return True
+            except Exception:  # a broken finder finds nothing
+                continue
+        return False
+
+    def _c_import(self, args: tuple[Any, ...]) -> None:
+        self._keep_finder_first()
+
+    def _exec(self, args: tuple[Any, ...]) -> None:
+        self._keep_finder_first()
+        frame = self._caller(current_frame())
+        if frame is None or frame.f_code is not self._frames_removed:
+            return  # not the import system running a module's code
+        call_args = frame.f_locals.get("args")
+        if type(call_args) is not tuple or len(call_args) < 2 or type(call_args[1]) is not dict:  # type: ignore[arg-type]
+            return
+        namespace: dict[str, Any] = call_args[1]  # type: ignore[index]
+        spec = namespace.get("__spec__")
+        claims = (
+            _exact(namespace.get("__name__")),
+            _exact(getattr(spec, "name", None)),
+            _exact(getattr(spec, "origin", None)),
+            _exact(namespace.get("__file__")),
+        )
+        refused = self._refused_claims.get(claims)
+        if refused is None:
+            refused = self._refused_claims[claims] = self._judge_claims(*claims)
+        if refused and self._asked_by_program(frame.f_back):
+            self._refuse(refused, refused)
+
+    def _judge_claims(
+        self, name: str | None, spec_name: str | None, origin: str | None, file: str | None
+    ) -> str:
+        """The first top-level module refused among what a module's code says it is."""
+        names = {name, spec_name, self._module_of_file(origin), self._module_of_file(file)}
+        tops = sorted({n.partition(".")[0] for n in names if n})
+        return next((top for top in tops if not self._allows(top)), "")
+
+    def _module_of_file(self, path: str | None) -> str | None:
+        """The top-level module a file of the standard library or of a library belongs to."""
+        if path is None:
+            return None
+        for root in self._roots_deepest_first:
+            if path.startswith(root):
+                first = path[len(root) :].split("/")[0]
+                if first == "lib-dynload":
+                    first = path.rsplit("/", 1)[-1]
+                return first.split(".")[0] or None
+        return None
+
+    def _keep_finder_first(self) -> None:
+        meta = sys.meta_path
+        if type(meta) is list and meta and meta[0] is self.finder:  # type: ignore[comparison-overlap]
+            return
+        try:
+            rest = [f for f in list(meta) if f is not self.finder]
+        except Exception:  # not iterable: start again from the finder
+            rest = []
+        sys.meta_path = [self.finder, *rest]  # type: ignore[list-item]
+
+    # -- who asked --------------------------------------------------------------------
+
+    def _caller(self, frame: FrameType | None) -> FrameType | None:
+        """The first frame past the hook's, the guards' and the wrappers' own."""
+        own = self._own
+        while frame is not None and id(frame.f_globals) in own:
+            frame = frame.f_back
+        return frame
+
+    def _asked_by_program(self, start: FrameType | None = None) -> bool:
+        """Whether the program's code asked, looking through the import system."""
+        frame = self._caller(current_frame()) if start is None else start
+        for _ in range(200):
+            if frame is None:
+                return False  # the interpreter itself (C code)
+            code = frame.f_code
+            if code in self._program_code:
+                return True
+            kind, module = self._kind(code.co_filename)
+            if kind == _PROGRAM:
+                return True
+            if kind == _LIBRARY and (
+                (module, code.co_name) not in _RESOLVERS
+                or code.co_code[frame.f_lasti] == self._import_name  # the resolver's own import
+            ):
+                return False
+            frame = frame.f_back
+        return True
+
+    def _kind(self, filename: str) -> tuple[int, str]:
+        known = self._kinds.get(filename)
+        if known is None:
+            known = self._kinds[filename] = self._classify(filename)
+        return known
+
+    def _classify(self, filename: str) -> tuple[int, str]:
+        if filename.startswith("<frozen "):
+            module = filename[len("<frozen ") :].rstrip(">")
+            return (_MACHINE if module in _MACHINERY else _LIBRARY), module
+        if filename.startswith(self._stdlib):
+            relative = filename[len(self._stdlib) :].removesuffix(".py")
+            module = relative.removesuffix("/__init__").replace("/", ".")
+            return (_MACHINE if module in _MACHINERY else _LIBRARY), module
+        if filename.startswith(self._libraries):
+            return _LIBRARY, ""
+        return _PROGRAM, ""
