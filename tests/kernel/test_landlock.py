@@ -213,3 +213,24 @@ def test_the_applied_layer_says_what_it_enforces(py: Runner) -> None:
         "truncate",
     ]
     assert result.stdout == f"landlock True {enforced} ('/nonexistent',)\nREFUSED\n", result.stderr
+
+
+LOAD_CERTIFICATES = """
+import ssl, sys
+try:
+    ssl.create_default_context().load_verify_locations(sys.argv[1])
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+
+
+def test_cant_load_certificates_from_outside_the_rules(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path
+) -> None:
+    """OpenSSL opens the file in C, unaudited: the kernel refuses the open itself."""
+    outside = tmp_path / "outside.pem"
+    outside.write_text("not a certificate\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    assert py("-c", LOAD_CERTIFICATES, str(outside)).stdout == "SSLError\n"  # opened, parsed
+    result = sb("-c", LOAD_CERTIFICATES, str(outside))
+    assert result.stdout == "PermissionError\n", result.stderr
