@@ -1,9 +1,9 @@
 """The sandboxed interpreter: read the spec, install the guards, run the program.
 
 Started by the trusted side as ``python [flags] -c <boot> <fd>``; the spec arrives on file
-descriptor ``fd``. The order matters: the audit hook goes in first, then the wrappers, and
-only then does any code of the program run. The kernel layer (a later milestone) will be
-applied here too, before the guards.
+descriptor ``fd``. The order matters: the kernel layer goes in first, while the
+interpreter is single-threaded (Landlock binds the calling thread and what it starts),
+then the audit hook, then the wrappers, and only then does any code of the program run.
 """
 
 from __future__ import annotations
@@ -25,11 +25,13 @@ from pysandboxes._guards.paths import Resolver
 from pysandboxes._policy.judge import ApiJudge, FileJudge, ImportJudge, NetJudge
 from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._spec import LaunchSpec, decode
+from pysandboxes.errors import OSLayerUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import CodeType
 
+    from pysandboxes._os.plan import AppliedLayer
     from pysandboxes._spec import Program
 
 _PYTHON = Origin("<python>", 0, "the interpreter's own files")
@@ -102,6 +104,39 @@ def _exposures(spec: LaunchSpec, roots: list[str], program: list[str]) -> list[E
     # The rules come after the implicit grants: a rule on the same path decides.
     by_path = {rule.path: rule for rule in (*implicit, *spec.implicit, *spec.policy.expose)}
     return list(by_path.values())
+
+
+def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -> AppliedLayer:
+    """Have the kernel enforce the rules on this process and all it starts: Landlock, and a
+    network namespace of its own when no ``net=`` rule allows anything.
+
+    Applied only where the kernel has Landlock; elsewhere nothing is applied and the
+    returned layer says why. Call it while the interpreter is single-threaded.
+
+    Raises:
+        OSLayerUnavailable: the kernel has Landlock but refused the rules.
+    """
+    from pysandboxes._os import landlock
+    from pysandboxes._os.plan import AppliedLayer
+    from pysandboxes._policy.confinement import compile_plan
+
+    try:
+        reason = landlock.unavailable_reason()
+        if reason is not None:
+            return AppliedLayer("none", missing=(("landlock", reason),))
+        exposures = _exposures(spec, roots, program)
+        venv = [os.path.join(sys.prefix, "pyvenv.cfg")] if sys.prefix != sys.base_prefix else []
+        plan = compile_plan(spec.policy, exposures, spec.tempdir, venv)
+        if not plan.network:
+            from pysandboxes._os.netns import isolate_network
+
+            isolate_network()
+        return landlock.apply(plan)
+    finally:
+        # The binding's ctypes must not stay imported: a cached module skips the import
+        # check that keeps ctypes from a program without a native grant.
+        for name in [n for n in sys.modules if n.partition(".")[0] in ("ctypes", "_ctypes")]:
+            del sys.modules[name]
 
 
 def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> None:
@@ -242,5 +277,10 @@ def main() -> tuple[Program, CodeType | None]:
     roots = interpreter_roots()
     _runner.prepare(program)
     files = module_files(program.target) if program.kind == "module" else []
+    try:
+        apply_kernel_layer(spec, roots, files)
+    except OSLayerUnavailable as exc:
+        print(f"python-sb: the kernel layer cannot be applied: {exc}", file=sys.stderr)
+        sys.exit(255)
     install_guards(spec, roots, files)
     return program, code

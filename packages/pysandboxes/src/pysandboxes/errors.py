@@ -11,7 +11,8 @@ code keep working, and ``except SandBoxError`` catches every one of ours::
         ├── RulePermissionError             + PermissionError: write to read-only, protected file
         ├── RuleSocketConnectionRefusedError + ConnectionRefusedError: net= refused it
         ├── RuleModuleNotFoundError         + ModuleNotFoundError: python-import= refused it
-        └── RuleApiPermissionError          + PermissionError: python-api= refused the call
+        ├── RuleApiPermissionError          + PermissionError: python-api= refused the call
+        └── OSLayerUnavailable              the kernel layer could not be applied
 
 The names are those of the established implementation, so existing ``except`` clauses keep
 working. Every class pickles with its fields: refusals raised in a sandboxed child reach the
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ConfigIssue",
     "ConfigSyntaxError",
+    "OSLayerUnavailable",
     "RuleApiPermissionError",
     "RuleFileNotFoundError",
     "RuleModuleNotFoundError",
@@ -194,6 +196,31 @@ class RuleApiPermissionError(_Refusal, PermissionError):
     def __init__(self, message: str, *, qualname: str = "", category: str = "") -> None:
         PermissionError.__init__(self, errno.EPERM, message)
         self._setup(message, {"qualname": qualname, "category": category})
+
+
+class OSLayerUnavailable(SandBoxError):
+    """The kernel layer could not be applied: the kernel lacks the feature, or refused it.
+
+    Raised in the sandboxed interpreter before any code of the program runs; the program
+    is not started. The message says what is missing; choose another ``os-sandbox=``
+    provider, or fix the host (a kernel with Landlock, user namespaces enabled).
+
+    Attributes:
+        provider: the kernel provider that failed (``landlock``...).
+    """
+
+    provider: str
+
+    def __init__(self, message: str, *, provider: str = "") -> None:
+        super().__init__(message)
+        self.provider = provider
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_unavailable, (str(self), self.provider))
+
+
+def _rebuild_unavailable(message: str, provider: str) -> OSLayerUnavailable:
+    return OSLayerUnavailable(message, provider=provider)
 
 
 def _chain(exc: BaseException, seen: set[int]) -> Iterator[BaseException]:

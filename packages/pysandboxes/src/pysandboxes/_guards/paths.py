@@ -170,7 +170,14 @@ class Resolver:
             links += 1
             if links > _MAX_LINKS:
                 return candidate  # a loop: the kernel will refuse it with ELOOP
-            target = self._readlink(candidate)
+            try:
+                target = self._readlink(candidate)
+            except OSError:
+                # A link the kernel will not show (another process's /proc/<pid>/root under
+                # Landlock) leads nowhere this process may go: judged as named.
+                missing = True
+                resolved = candidate
+                continue
             if target.startswith("/"):
                 resolved = ""
             pending.extend(target.split("/")[::-1])

@@ -1,0 +1,81 @@
+"""What the kernel layer is asked to enforce, and what it reports it enforced.
+
+A ``ConfinementPlan`` is provider-neutral: paths by the right they need, the network by
+TCP port, and the scopes. Each provider maps it onto what its kernel offers and returns an
+``AppliedLayer`` saying which concerns it really enforced, so a report can state on this
+host which layer stands behind each rule.
+"""
+
+from __future__ import annotations
+
+from pysandboxes._record import record
+
+#: Concern names an ``AppliedLayer`` lists (also its ``missing`` keys).
+FILES = "files"
+EXECUTE = "execute"
+TRUNCATE = "truncate"
+REFER = "refer"
+DEVICE_IOCTL = "device-ioctl"
+TCP_CONNECT = "tcp-connect"
+TCP_BIND = "tcp-bind"
+NO_NETWORK = "no-network"
+SIGNALS = "signals"
+ABSTRACT_SOCKETS = "abstract-sockets"
+
+
+@record
+class ConfinementPlan:
+    """The rights the sandboxed process keeps; everything else is refused by the kernel.
+
+    Paths are absolute; a path that does not exist when the plan is applied is skipped.
+    A directory grants its whole tree, a file only itself.
+
+    Attributes:
+        read: files and directories that may be read (and listed).
+        write: files and directories that may be read, written, created in and removed from.
+        execute: files and directories whose files may be executed; empty when no program
+            may be started at all.
+        devices: device nodes (among ``read`` and ``write``) that may also take ioctls.
+        tempdir: the private temporary directory (read-write, never executable), or ``None``.
+        network: whether any network is allowed at all; ``False`` puts the process in a
+            network namespace of its own, with no interface up.
+        tcp_connect: TCP ports that may be connected to; ``None`` when any port may be.
+        tcp_bind: TCP ports that may be bound; ``None`` when any port may be.
+        scope_signals: refuse signals to processes outside the sandbox.
+        scope_abstract_sockets: refuse connecting to abstract UNIX sockets made outside it.
+    """
+
+    read: tuple[str, ...] = ()
+    write: tuple[str, ...] = ()
+    execute: tuple[str, ...] = ()
+    devices: tuple[str, ...] = ()
+    tempdir: str | None = None
+    network: bool = False
+    tcp_connect: tuple[int, ...] | None = ()
+    tcp_bind: tuple[int, ...] | None = ()
+    scope_signals: bool = True
+    scope_abstract_sockets: bool = True
+
+
+@record
+class AppliedLayer:
+    """What a provider enforced on this process.
+
+    Attributes:
+        provider: ``landlock``, or ``none`` when nothing was applied.
+        abi: the provider's version on this kernel (Landlock ABI), 0 when not applicable.
+        enforced: the concerns the kernel now enforces (``files``, ``tcp-connect``...).
+        missing: concerns the plan asked for and the kernel could not enforce, each with
+            the reason, as ``(concern, reason)``.
+        skipped: planned paths that did not exist and got no rule.
+    """
+
+    provider: str
+    abi: int = 0
+    enforced: tuple[str, ...] = ()
+    missing: tuple[tuple[str, str], ...] = ()
+    skipped: tuple[str, ...] = ()
+
+    def enforces(self, concern: str) -> bool:
+        """Whether ``concern`` (one of this module's names) is enforced by the kernel."""
+        return concern in self.enforced

@@ -1,0 +1,152 @@
+"""The rules as the kernel layer needs them: a ``ConfinementPlan`` compiled from a policy.
+
+The plan grants what the Python layer grants (every exposure, the private temporary
+directory, the devices, the CA stores, the interpreter's own trees), plus the few system
+files the interpreter and the C library read natively, where no Python guard ever sees
+them. That list is short on purpose and never holds ``/``, ``/etc``, ``/home``, ``/root``,
+``/tmp``, ``/proc`` or ``/dev`` whole:
+
+- always: the shared libraries and the loader's cache (``/usr/lib``, ``/lib``, ``/lib64``,
+  ``/usr/lib64``, ``/etc/ld.so.cache``), and the time zone (``/etc/localtime``,
+  ``/usr/share/zoneinfo``), which ``time`` and ``datetime`` read at import;
+- with a ``net=`` ALLOW rule: what the resolver and OpenSSL read (``/etc/hosts``,
+  ``/etc/resolv.conf``, ``/etc/nsswitch.conf``, ``/etc/host.conf``, ``/etc/gai.conf``,
+  ``/etc/services``, ``/etc/protocols``, ``/etc/ssl/openssl.cnf``);
+- with a ``python-api=`` rule that lets the program start another program: the
+  directories of commands (``/usr/bin``, ``/bin``, ``/usr/local/bin``, ``/usr/sbin``,
+  ``/sbin``), so that ``subprocess.run(["ls"])`` works as the rule says.
+
+What the kernel cannot express stays with the Python layer alone: ``ignore=`` patterns and
+the protection of the rule files inside a read-write exposure (Landlock only adds rights,
+never takes a subtree back), hosts and addresses (Landlock knows TCP ports), UDP, and
+``DENY`` network rules.
+"""
+
+from __future__ import annotations
+
+from pysandboxes._os.plan import ConfinementPlan
+
+from .judge import ApiJudge
+from .registry import CATEGORY_MEMBERS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from .model import ExposeRule, NetRule, Policy
+
+SYSTEM_READ = (
+    "/usr/lib",
+    "/usr/lib64",
+    "/lib",
+    "/lib64",
+    "/etc/ld.so.cache",
+    "/etc/localtime",
+    "/usr/share/zoneinfo",
+)
+NETWORK_READ = (
+    "/etc/hosts",
+    "/etc/resolv.conf",
+    "/etc/nsswitch.conf",
+    "/etc/host.conf",
+    "/etc/gai.conf",
+    "/etc/services",
+    "/etc/protocols",
+    "/etc/ssl/openssl.cnf",
+)
+COMMAND_DIRS = ("/usr/bin", "/bin", "/usr/local/bin", "/usr/sbin", "/sbin")
+
+#: Above this many ports in one direction, the kernel is not asked to list them (one rule
+#: per port: 64k rules would cost the start-up time); the Python layer still checks them.
+MAX_PORTS = 1024
+
+# process-exec functions that start no other program: they fork the interpreter, or run
+# a sub-interpreter in this process. Allowing only these gives no right to execute files.
+_NO_PROGRAM = frozenset(
+    {
+        "os.fork",
+        "posix.fork",
+        "os.forkpty",
+        "posix.forkpty",
+        "pty.fork",
+        "_interpreters.call",
+        "_interpreters.create",
+        "_interpreters.exec",
+        "_interpreters.run_func",
+        "_interpreters.run_string",
+        "_xxsubinterpreters.create",
+        "_xxsubinterpreters.run_string",
+        "concurrent.interpreters.create",
+        "concurrent.futures.InterpreterPoolExecutor",
+    }
+)
+
+
+def may_start_programs(policy: Policy) -> bool:
+    """Whether a ``python-api=`` rule allows a function that executes another program."""
+    api = ApiJudge(policy)
+    return any(api.judge(name).allowed for name in CATEGORY_MEMBERS["process-exec"] - _NO_PROGRAM)
+
+
+def tcp_ports(rules: Iterable[NetRule], direction: str) -> tuple[int, ...] | None:
+    """The TCP ports ALLOW rules open in ``direction`` (``OUT``: connect, ``IN``: bind);
+    ``None`` when they open more than ``MAX_PORTS`` of them."""
+    ports: set[int] = set()
+    for rule in rules:
+        if rule.allow and "tcp" in rule.protos and direction in rule.directions:
+            for low, high in rule.ports:
+                if len(ports) + high - low + 1 > MAX_PORTS:
+                    return None
+                ports.update(range(low, high + 1))
+    return tuple(sorted(ports))
+
+
+def compile_plan(
+    policy: Policy,
+    exposures: Iterable[ExposeRule],
+    tempdir: str | None,
+    interpreter_files: Iterable[str] = (),
+) -> ConfinementPlan:
+    """The plan for a sandbox with these rules.
+
+    Args:
+        policy: the parsed rules (``net=`` and ``python-api=`` are read here).
+        exposures: every path the Python layer exposes, rules and implicit grants alike
+            (what ``_child`` gives the file guard).
+        tempdir: the private temporary directory, or ``None``.
+        interpreter_files: files the interpreter reads at start-up before any guard
+            (``pyvenv.cfg``): a sub-interpreter or a started interpreter reads them again.
+    """
+    network = any(rule.allow for rule in policy.net)
+    read = [*SYSTEM_READ, *interpreter_files]
+    if network:
+        read += NETWORK_READ
+    write: list[str] = []
+    exposed: list[str] = []
+    devices: list[str] = []
+    for rule in exposures:
+        if rule.path == tempdir:
+            continue  # granted as the tempdir: writable, never executable
+        (write if rule.writable else read).append(rule.path)
+        if rule.path.startswith("/dev/"):
+            devices.append(rule.path)
+        else:
+            exposed.append(rule.path)
+    execute: list[str] = []
+    if may_start_programs(policy):
+        read += COMMAND_DIRS
+        execute = [*SYSTEM_READ, *COMMAND_DIRS, *exposed]
+    return ConfinementPlan(
+        read=_unique(read),
+        write=_unique(write),
+        execute=_unique(execute),
+        devices=_unique(devices),
+        tempdir=tempdir,
+        network=network,
+        tcp_connect=tcp_ports(policy.net, "OUT") if network else (),
+        tcp_bind=tcp_ports(policy.net, "IN") if network else (),
+    )
+
+
+def _unique(paths: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(paths))

@@ -1,0 +1,80 @@
+"""Native probes for the kernel-layer tests, and what they need.
+
+Every probe goes around the Python layer on purpose: it calls libc through ctypes (the
+rules grant ``python-api=ALLOW:native`` so that the Python layer lets it), and only the
+kernel is left to refuse.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import socket
+import threading
+
+import pytest
+
+#: Code every probe starts with: libc, and ``outcome`` printing DONE or REFUSED <errno name>.
+NATIVE = """
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def outcome(result):
+    if result < 0:
+        print("REFUSED", errno.errorcode[ctypes.get_errno()])
+    else:
+        print("DONE")
+    sys.stdout.flush()
+def sockaddr(port):
+    addr = bytes([2, 0]) + port.to_bytes(2, "big") + bytes([127, 0, 0, 1]) + bytes(8)
+    return ctypes.create_string_buffer(addr, 16)
+"""
+
+#: Rules that let the probes call C: the Python layer steps aside, the kernel does not.
+NATIVE_RULES = "expose-ro=.\npython-api=ALLOW:native\npython-import=*\n"
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI of this kernel, 0 without Landlock."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    version = libc.syscall(ctypes.c_long(444), None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(version), 0)
+
+
+def need_abi(version: int, feature: str) -> None:
+    """Skip, naming the feature, when the kernel's Landlock is older than ``version``."""
+    abi = landlock_abi()
+    if abi < version:
+        pytest.skip(f"kernel without Landlock ABI >= {version} (has {abi}): no {feature}")
+
+
+class Listener:
+    """A loopback TCP or UDP listener that counts what reaches it."""
+
+    def __init__(self, kind: int) -> None:
+        self.sock = socket.socket(socket.AF_INET, kind)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port: int = self.sock.getsockname()[1]
+        self.kind = kind
+        self.received = 0
+        self.sock.settimeout(0.1)
+        if kind == socket.SOCK_STREAM:
+            self.sock.listen()
+        self._stop = False
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop:
+            try:
+                if self.kind == socket.SOCK_STREAM:
+                    self.sock.accept()[0].close()
+                else:
+                    self.sock.recvfrom(100)
+                self.received += 1
+            except OSError:
+                continue
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join(timeout=2)
+        self.sock.close()

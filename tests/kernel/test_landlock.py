@@ -1,0 +1,238 @@
+"""The kernel is the wall: native code the Python layer lets through still meets a refusal.
+
+Each test runs the same native probe under plain python (it works: the test can fail),
+then under python-sb with ``python-api=ALLOW:native`` (the Python layer steps aside), and
+checks the kernel refused it and nothing happened.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from kernelprobes import NATIVE, NATIVE_RULES, Listener, need_abi
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
+    from conftest import Runner
+
+O_RDONLY, O_WRONLY, O_CREAT, O_TRUNC = 0, 1, 0o100, 0o1000
+
+
+def probe(project: Path, body: str) -> str:
+    (project / "probe.py").write_text(NATIVE + body)
+    return "probe.py"
+
+
+def test_cant_read_outside_exposed_paths(sb: Runner, py: Runner, project: Path, tmp_path: Path):
+    secret = tmp_path / "outside" / "secret.txt"
+    secret.parent.mkdir()
+    secret.write_text("TOP-SECRET")
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    script = probe(project, f"outcome(libc.open({str(secret).encode()!r}, {O_RDONLY}))")
+    assert py(script).stdout == "DONE\n"
+    result = sb(script)
+    assert result.stdout == "REFUSED EACCES\n", result.stderr
+
+
+def test_cant_write_in_a_read_only_exposure(sb: Runner, py: Runner, project: Path):
+    data = project / "data"
+    data.mkdir()
+    (data / "kept.txt").write_text("original")
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    body = (
+        f"outcome(libc.open(b'data/new.txt', {O_WRONLY | O_CREAT}, 0o644))\n"
+        f"outcome(libc.open(b'data/kept.txt', {O_WRONLY | O_TRUNC}))\n"
+    )
+    script = probe(project, body)
+    assert py(script).stdout == "DONE\nDONE\n"
+    (data / "new.txt").unlink()
+    (data / "kept.txt").write_text("original")
+    result = sb(script)
+    assert result.stdout == "REFUSED EACCES\nREFUSED EACCES\n", result.stderr
+    assert not (data / "new.txt").exists()
+    assert (data / "kept.txt").read_text() == "original"
+
+
+CONNECT = """
+fd = libc.socket(2, 1, 0)
+outcome(libc.connect(fd, sockaddr({port}), 16))
+"""
+
+
+def test_cant_connect_to_a_port_no_rule_allows(
+    sb: Runner, py: Runner, project: Path, tcp: Listener
+):
+    need_abi(4, "TCP port rules")
+    other = 1 if tcp.port != 1 else 2
+    rules = NATIVE_RULES + f"net=ALLOW|tcp|127.0.0.1|{other}|OUT\n"
+    (project / ".py-sandboxes").write_text(rules)
+    script = probe(project, CONNECT.format(port=tcp.port))
+    assert py(script).stdout == "DONE\n"
+    time.sleep(0.3)
+    assert tcp.received == 1
+    result = sb(script)
+    assert result.stdout == "REFUSED EACCES\n", result.stderr
+    time.sleep(0.3)
+    assert tcp.received == 1
+
+
+def test_cant_connect_anywhere_without_network_rules(
+    sb: Runner, py: Runner, project: Path, tcp: Listener
+):
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    script = probe(project, CONNECT.format(port=tcp.port))
+    assert py(script).stdout == "DONE\n"
+    result = sb(script)
+    # A network namespace of its own, loopback down: no route at all.
+    assert result.stdout.startswith("REFUSED"), result.stderr
+    time.sleep(0.3)
+    assert tcp.received == 1
+
+
+SENDTO = """
+fd = libc.socket(2, 2, 0)
+outcome(libc.sendto(fd, b"ping", 4, 0, sockaddr({port}), 16))
+"""
+
+
+def test_cant_send_udp_without_network_rules(sb: Runner, py: Runner, project: Path, udp: Listener):
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    script = probe(project, SENDTO.format(port=udp.port))
+    assert py(script).stdout == "DONE\n"
+    time.sleep(0.3)
+    assert udp.received == 1
+    result = sb(script)
+    assert result.stdout == "REFUSED ENETUNREACH\n", result.stderr
+    time.sleep(0.3)
+    assert udp.received == 1
+
+
+def test_cant_execute_a_program_without_process_exec(sb: Runner, py: Runner, project: Path):
+    out = project / "out"
+    out.mkdir()
+    marker = out / "executed"
+    (project / ".py-sandboxes").write_text(NATIVE_RULES + "expose-rw=out\n")
+    body = (
+        "argv = (ctypes.c_char_p * 3)(b'touch', b'out/executed', None)\n"
+        "outcome(libc.execv(b'/usr/bin/touch', argv))\n"
+    )
+    script = probe(project, body)
+    py(script)
+    assert marker.exists(), "touch did not run under plain python"
+    marker.unlink()
+    result = sb(script)
+    assert result.stdout == "REFUSED EACCES\n", result.stderr
+    assert not marker.exists()
+
+
+def test_started_programs_stay_inside_the_rules(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path
+):
+    """A process-exec grant lets programs run, but under the same rules, not around them."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOP-SECRET")
+    (project / ".py-sandboxes").write_text(
+        "expose-ro=.\npython-api=ALLOW:subprocess.run\npython-import=*\n"
+    )
+    code = f"import subprocess; subprocess.run(['cat', {str(secret)!r}])"
+    assert "TOP-SECRET" in py("-c", code).stdout
+    result = sb("-c", code)
+    assert "TOP-SECRET" not in result.stdout
+    assert "Permission denied" in result.stderr, result.stderr
+
+
+def test_cant_signal_a_process_outside_the_sandbox(sb: Runner, py: Runner, project: Path):
+    need_abi(6, "signal scoping")
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    try:
+        body = f"outcome(libc.kill(int(sys.argv[1]), {int(signal.SIGTERM)}))\n"
+        script = probe(project, body)
+        assert py(script, str(victims[0].pid)).stdout == "DONE\n"
+        assert victims[0].wait(timeout=10) == -signal.SIGTERM
+        result = sb(script, str(victims[1].pid))
+        assert result.stdout == "REFUSED EPERM\n", result.stderr
+        time.sleep(0.2)
+        assert victims[1].poll() is None, "the victim died"
+    finally:
+        for victim in victims:
+            victim.kill()
+            victim.wait()
+
+
+READ_PARENT = """
+fd = libc.open(f"/proc/{os.getppid()}/environ".encode(), 0)
+outcome(fd)
+if fd >= 0:
+    buffer = ctypes.create_string_buffer(65536)
+    size = libc.read(fd, buffer, 65536)
+    print(buffer.raw[:size].replace(b"\\0", b"\\n").decode(errors="replace"))
+"""
+
+# The control runs the probe as the child of a plain python holding the secret, as
+# python-sb's launcher is the parent of the sandboxed interpreter.
+AS_CHILD = "import subprocess, sys\nsubprocess.run([sys.executable, 'probe.py'])\n"
+
+
+def test_cant_read_the_parents_environment(sb: Runner, py: Runner, project: Path):
+    secret = "PARENT-TOKEN-4242"
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    probe(project, READ_PARENT)
+    control = py("-c", AS_CHILD, env={"API_TOKEN": secret})
+    assert secret in control.stdout, control.stderr
+    result = sb("probe.py", env={"API_TOKEN": secret})
+    assert result.stdout == "REFUSED EACCES\n", result.stderr
+
+
+REPORT = """
+from pysandboxes._os import landlock
+from pysandboxes._os.plan import ConfinementPlan
+plan = ConfinementPlan(read=("/usr/lib", "/nonexistent"), network=True, tcp_connect=None,
+                       tcp_bind=(8080,))
+layer = landlock.apply(plan)
+print(layer.provider, layer.abi >= 6, sorted(layer.enforced), layer.skipped)
+try:
+    open("/etc/hostname").close()
+except PermissionError:
+    print("REFUSED")
+"""
+
+
+def test_the_applied_layer_says_what_it_enforces(py: Runner) -> None:
+    need_abi(6, "scopes to report")
+    result = py("-c", REPORT)
+    enforced = [
+        "abstract-sockets",
+        "device-ioctl",
+        "execute",
+        "files",
+        "refer",
+        "signals",
+        "tcp-bind",
+        "truncate",
+    ]
+    assert result.stdout == f"landlock True {enforced} ('/nonexistent',)\nREFUSED\n", result.stderr
+
+
+LOAD_CERTIFICATES = """
+import ssl, sys
+try:
+    ssl.create_default_context().load_verify_locations(sys.argv[1])
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+
+
+def test_cant_load_certificates_from_outside_the_rules(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path
+) -> None:
+    """OpenSSL opens the file in C, unaudited: the kernel refuses the open itself."""
+    outside = tmp_path / "outside.pem"
+    outside.write_text("not a certificate\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    assert py("-c", LOAD_CERTIFICATES, str(outside)).stdout == "SSLError\n"  # opened, parsed
+    result = sb("-c", LOAD_CERTIFICATES, str(outside))
+    assert result.stdout == "PermissionError\n", result.stderr
