@@ -31,6 +31,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import CodeType
 
+    from pysandboxes._enforce import Enforcer
     from pysandboxes._os.plan import AppliedLayer
     from pysandboxes._spec import Program
 
@@ -142,7 +143,7 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
 def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> None:
     """Install the audit hook and the wrappers; nothing of the program has run yet."""
     policy = spec.policy
-    enforcer = Enforcing(Messages(spec.rule_file, spec.rule_dir))
+    enforcer = _enforcer(spec)
     judge = FileJudge(_exposures(spec, roots, program), policy.ignore, spec.protected)
     files = FileGuard(judge, enforcer, Resolver())
     api = ApiJudge(policy)
@@ -194,6 +195,18 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
     hook.install()
     filewraps.install(files.metadata_seen)
     _hide(internal)
+
+
+def _enforcer(spec: LaunchSpec) -> Enforcer:
+    """Enforcing, or, while learning, the enforcer that records and lets through."""
+    messages = Messages(spec.rule_file, spec.rule_dir)
+    if spec.learning is None:
+        return Enforcing(messages)
+    from pysandboxes._learn.recorder import Learning, watched_environ
+
+    learning = Learning(spec.learning.event_fd, messages, os.getcwd())
+    watched_environ(learning, spec.learning.forwarded)
+    return learning
 
 
 #: Modules that stay importable as they are: the public surface, what program frames may
@@ -277,8 +290,12 @@ def main() -> tuple[Program, CodeType | None]:
     roots = interpreter_roots()
     _runner.prepare(program)
     files = module_files(program.target) if program.kind == "module" else []
+    if spec.learning is not None:
+        # The pipe is the child's alone: programs it starts must not write events.
+        os.set_inheritable(spec.learning.event_fd, False)
     try:
-        apply_kernel_layer(spec, roots, files)
+        if spec.learning is None:  # learning relaxes the kernel layer for this run only
+            apply_kernel_layer(spec, roots, files)
     except OSLayerUnavailable as exc:
         print(f"python-sb: the kernel layer cannot be applied: {exc}", file=sys.stderr)
         sys.exit(255)

@@ -2,8 +2,9 @@
 
 Guards report an access with its verdict; an enforcer decides. ``Enforcing`` raises the
 refusal with a message that says what was refused, by which rule, and the exact line that
-would allow it. Learning mode (a later milestone) is another enforcer that records instead
-of raising, not an ``if`` in every guard; ``Recording`` keeps every report for tests.
+would allow it. Learning mode is another enforcer (``_learn.recorder.Learning``) that
+records instead of raising, not an ``if`` in every guard; ``Recording`` keeps every report
+for tests.
 """
 
 from __future__ import annotations
@@ -69,6 +70,25 @@ class FileAccess:
     api: str
 
 
+@record
+class Connection:
+    """What a refused connection, bind or name lookup was about, for learning.
+
+    Attributes:
+        proto: ``tcp`` or ``udp`` (``""`` for a lookup).
+        host: the host as the program named it: a name or an address.
+        port: the port (0 for a lookup).
+        direction: ``OUT`` (connect, send), ``IN`` (bind) or ``lookup``.
+        addresses: the address judged, when the host is a name.
+    """
+
+    proto: str
+    host: str
+    port: int
+    direction: str
+    addresses: tuple[str, ...] = ()
+
+
 if TYPE_CHECKING:
 
     class Enforcer(Protocol):
@@ -82,12 +102,16 @@ if TYPE_CHECKING:
             """Called for a refused sensitive call; raise to stop it, return to let it through."""
             ...
 
-        def refuse_connection(self, message: str, address: str, rule: str | None) -> None:
-            """Called for a refused connection, bind, datagram or name lookup."""
+        def refuse_connection(
+            self, message: str, address: str, rule: str | None, target: Connection | None = None
+        ) -> None:
+            """Called for a refused connection, bind, datagram or name lookup; ``target``
+            says what it was about, when a rule could allow it."""
             ...
 
-        def refuse_import(self, module: str, message: str) -> None:
-            """Called for a refused import; raise to stop it, return to let it through."""
+        def refuse_import(self, module: str, message: str, category: str | None = None) -> None:
+            """Called for a refused import; ``category`` is set when the API rules, not
+            ``python-import=``, refuse it (a native extension)."""
             ...
 
 
@@ -174,11 +198,13 @@ class Enforcing:
         """Raise ``RuleApiPermissionError``."""
         raise RuleApiPermissionError(message, qualname=qualname, category=category)
 
-    def refuse_connection(self, message: str, address: str, rule: str | None) -> None:
+    def refuse_connection(
+        self, message: str, address: str, rule: str | None, target: Connection | None = None
+    ) -> None:
         """Raise ``RuleSocketConnectionRefusedError``: at once, never a hang."""
         raise RuleSocketConnectionRefusedError(message, address=address, rule=rule)
 
-    def refuse_import(self, module: str, message: str) -> None:
+    def refuse_import(self, module: str, message: str, category: str | None = None) -> None:
         """Raise ``RuleModuleNotFoundError``: ``except ImportError`` fallbacks still work."""
         raise RuleModuleNotFoundError(message, name=module)
 
@@ -200,10 +226,12 @@ class Recording:
         """Record the refusal; the call goes on."""
         self.calls.append((qualname, category))
 
-    def refuse_connection(self, message: str, address: str, rule: str | None) -> None:
+    def refuse_connection(
+        self, message: str, address: str, rule: str | None, target: Connection | None = None
+    ) -> None:
         """Record the refusal; the connection goes on."""
         self.connections.append(address)
 
-    def refuse_import(self, module: str, message: str) -> None:
+    def refuse_import(self, module: str, message: str, category: str | None = None) -> None:
         """Record the refusal; the import goes on."""
         self.imports.append(module)

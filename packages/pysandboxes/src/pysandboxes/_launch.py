@@ -14,6 +14,8 @@ import os
 import signal
 import sys
 
+from pysandboxes._learn.launch import LearnRun, learning_output
+from pysandboxes._learn.launch import start as start_learning
 from pysandboxes._policy.discover import discover
 from pysandboxes._policy.envres import resolve_env
 from pysandboxes._policy.lines import display_name
@@ -22,7 +24,7 @@ from pysandboxes._policy.parser import parse_policy
 from pysandboxes._record import record
 from pysandboxes._spec import BOOT, LaunchSpec, Program, encode
 from pysandboxes._waiter import WATCHED, finish, remove_tree, wait
-from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
+from pysandboxes.errors import ConfigSyntaxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,12 +57,14 @@ class LaunchRequest:
         python_flags: CPython options for the sandboxed interpreter (``-u``, ``-X dev``...).
         config: ``--pysandboxes-config``, or ``None``.
         extra_rules: ``--key=value`` rules, as ``key=value`` lines.
+        learn: ``--learn[=FILE]``: ``None`` when absent, ``""`` for the rule file in use.
     """
 
     program: Program
     python_flags: tuple[str, ...] = ()
     config: str | None = None
     extra_rules: tuple[str, ...] = ()
+    learn: str | None = None
 
 
 def _implicit(tempdir: str) -> tuple[ExposeRule, ...]:
@@ -86,29 +90,23 @@ def load_rules(
         cwd=cwd,
         search_path=[cwd],
     )
-    if found.path is None and not request.extra_rules:
-        places = ", ".join(display_name(p, cwd) for p in found.searched)
-        raise ConfigSyntaxError(
-            [
-                ConfigIssue(
-                    display_name(found.default, cwd),
-                    0,
-                    f"no rule file found (looked for {places}). Learning mode, which writes "
-                    "one from what the program does, is not built yet: write the rules "
-                    "(see docs/configuration.md) or give them as --key=value options",
-                )
-            ]
-        )
     policy = parse_policy(found.path, extra_rules=request.extra_rules, cwd=cwd, env=env)
     return policy, found
 
 
 def build_spec(
     request: LaunchRequest, cwd: str, env: Mapping[str, str]
-) -> tuple[LaunchSpec, dict[str, str]]:
-    """The child's spec and environment. The caller owns ``spec.tempdir`` and removes it."""
+) -> tuple[LaunchSpec, dict[str, str], LearnRun | None]:
+    """The child's spec and environment, and the learning run if the run learns. The
+    caller owns ``spec.tempdir`` and the learning pipe, and removes them."""
     policy, found = load_rules(request, cwd, env)
     child_env = resolve_env(policy, env)
+    output = learning_output(
+        request.learn, policy, found, cwd, given=bool(request.extra_rules)
+    )
+    learning = None
+    if output is not None:
+        learning, child_env = start_learning(output, policy, env, child_env)
     if request.program.kind == "repl" and "TERM" in env and "TERM" not in child_env:
         # The interactive session draws on the terminal; TERM says how, nothing more.
         child_env["TERM"] = env["TERM"]
@@ -116,6 +114,8 @@ def build_spec(
     protected = list(policy.rule_files)
     if policy.learn is not None:
         protected.append(policy.learn.value)
+    if output is not None:
+        protected.append(output)
     tempdir = make_private_dir()
     spec = LaunchSpec(
         policy=policy,
@@ -125,8 +125,9 @@ def build_spec(
         protected=tuple(protected),
         implicit=_implicit(tempdir),
         tempdir=tempdir,
+        learning=learning.spec if learning is not None else None,
     )
-    return spec, child_env
+    return spec, child_env, learning
 
 
 def make_private_dir() -> str:
@@ -194,7 +195,7 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
         ConfigSyntaxError: the rules cannot be used; nothing was started.
     """
     cwd = os.path.abspath(cwd or os.getcwd())
-    spec, child_env = build_spec(request, cwd, os.environ)
+    spec, child_env, learning = build_spec(request, cwd, os.environ)
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     tempdir = spec.tempdir or ""
     try:
@@ -204,12 +205,28 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
             remove_tree(tempdir)
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         raise
+    finally:
+        if learning is not None:
+            learning.close_child_end()
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     argv = [sys.executable, "-I", "-S", "-c", WAITER.format(path=package_parent), str(pid), tempdir]
+    if learning is not None:
+        # The waiter learns too: it gets the pipe and the plan, still no environment.
+        from pysandboxes._learn.session import plan_argument
+
+        os.set_inheritable(learning.read_fd, True)
+        argv.append(plan_argument(learning.plan(cwd, os.environ, spec.policy)))
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     try:
         os.execve(sys.executable, argv, {})
     except OSError:
         blank_environment_block()  # the host environment stays here: hide what we can
-    return finish(wait(pid), tempdir)
+    if learning is None:
+        return finish(wait(pid), tempdir)
+    from pysandboxes._learn.session import Collector, conclude
+
+    collector = Collector(learning.read_fd)
+    status = wait(pid)
+    conclude(learning.plan(cwd, os.environ, spec.policy), collector.finish())
+    return finish(status, tempdir)

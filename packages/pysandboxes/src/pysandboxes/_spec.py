@@ -43,6 +43,19 @@ class Program:
 
 
 @record
+class LearnSpec:
+    """Present when the run learns: where the child sends its events.
+
+    Attributes:
+        event_fd: the write end of the event pipe, inherited by the child alone.
+        forwarded: the variables the rules give the sandbox; reads of others are learned.
+    """
+
+    event_fd: int
+    forwarded: frozenset[str]
+
+
+@record
 class LaunchSpec:
     """Everything the sandboxed interpreter needs, resolved by the trusted side.
 
@@ -55,6 +68,7 @@ class LaunchSpec:
         implicit: exposures the rules do not list: devices, certificates, the private
             temporary directory.
         tempdir: the private temporary directory, or ``None``.
+        learning: set when the run learns (nothing is refused, everything is recorded).
     """
 
     policy: Policy
@@ -64,12 +78,13 @@ class LaunchSpec:
     protected: tuple[str, ...]
     implicit: tuple[ExposeRule, ...]
     tempdir: str | None
+    learning: LearnSpec | None = None
 
 
 def _records() -> dict[str, type]:
     from pysandboxes._policy import model
 
-    kinds: list[type] = [Program, LaunchSpec]
+    kinds: list[type] = [Program, LaunchSpec, LearnSpec]
     kinds += [
         model.Origin,
         model.ExposeRule,

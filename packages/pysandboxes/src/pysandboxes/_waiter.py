@@ -76,6 +76,15 @@ def finish(status: int, tempdir: str) -> int:
 
 
 def main() -> None:
-    """Entry point after ``exec``: ``argv`` is the child's pid and the temporary dir."""
+    """Entry point after ``exec``: ``argv`` is the child's pid and the temporary dir, then
+    the plan of a learning run when there is one (see ``_learn.session``)."""
     pid, tempdir = int(sys.argv[1]), sys.argv[2]
-    sys.exit(finish(wait(pid), tempdir))
+    if len(sys.argv) < 4:
+        sys.exit(finish(wait(pid), tempdir))
+    from pysandboxes._learn.session import Collector, conclude, parse_plan
+
+    plan = parse_plan(sys.argv[3])
+    collector = Collector(plan.fd)  # events are read as they come: a SIGKILL loses none
+    status = wait(pid)
+    conclude(plan, collector.finish())
+    sys.exit(finish(status, tempdir))

@@ -46,9 +46,6 @@ def main(args: list[str] | None = None) -> int:
         os.execv(sys.executable, [sys.executable, invocation.target])
     if invocation.action == "show-rules":
         return _run(invocation, show=True)
-    if invocation.learn is not None:
-        print("python-sb: --learn: learning mode is not built yet in this release", file=sys.stderr)
-        return 2
     return _run(invocation)
 
 
@@ -68,6 +65,7 @@ def _run(invocation: object, *, show: bool = False) -> int:
         python_flags=invocation.python_flags,
         config=invocation.config,
         extra_rules=invocation.rules,
+        learn=invocation.learn,
     )
     try:
         if show:

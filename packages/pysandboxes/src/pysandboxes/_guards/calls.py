@@ -200,6 +200,7 @@ class CallGuard:
                 name,
                 f"Importing {name} is denied by the API guard (category: native): {why}. Add "
                 f"'python-api=ALLOW:native' to {self._rule_file} to allow it.",
+                "native",
             )
         if name in GUARDED_MODULES:
             self._enforcer.refuse_call(

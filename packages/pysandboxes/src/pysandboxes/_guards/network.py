@@ -16,6 +16,8 @@ from __future__ import annotations
 import _socket
 from _socket import socket as _raw_socket
 
+from pysandboxes._enforce import Connection
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -164,7 +166,9 @@ class NetworkGuard:
                     message = f"The {what} {shown} is refused: no net= rule allows it."
                     if verdict.fix:
                         message += f" Add '{verdict.fix}' to {self._rule_file} to allow it."
-                self._refuse(message, f"{host}:{port}", str(verdict.rule) if verdict.rule else None)
+                rule = str(verdict.rule) if verdict.rule else None
+                target = Connection(proto, host, port, direction, (ip,))
+                self._refuse(message, f"{host}:{port}", rule, target)
         if host in self._numeric:
             if len(self._passed) > 4096:
                 self._passed.clear()
@@ -201,6 +205,7 @@ class NetworkGuard:
             f"such as 'net=ALLOW|tcp|{host}|443|OUT' to {self._rule_file} to allow it.",
             host,
             None,
+            Connection("", host, 0, "lookup"),
         )
 
     def _remember(self, host: str) -> None:
@@ -208,5 +213,7 @@ class NetworkGuard:
             self._numeric.clear()
         self._numeric.add(host)
 
-    def _refuse(self, message: str, address: str, rule: str | None) -> None:
-        self._enforcer.refuse_connection(message, address, rule)
+    def _refuse(
+        self, message: str, address: str, rule: str | None, target: Connection | None = None
+    ) -> None:
+        self._enforcer.refuse_connection(message, address, rule, target)

@@ -1,0 +1,89 @@
+"""Environment reads, watched while learning.
+
+Outside learning the sandbox simply never had the variables its rules do not forward, so
+nothing needs watching. While learning, the program runs with the host's variables (it
+must see what it would see unsandboxed), and each read of a name is reported so that the
+trusted side can write ``env=NAME=${NAME}``, never the value.
+
+Reported: ``os.environ[name]``, ``.get``, ``in``, ``os.getenv`` (and the ``bytes``
+twins). Not reported: names the program set or removed itself, and full scans
+(``dict(os.environ)``, iterating and reading back each name in turn), which say nothing
+about which variable the program needs.
+"""
+
+from __future__ import annotations
+
+import os
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
+
+def watch_environ(report: Callable[[str], None]) -> None:
+    """Make ``os.environ`` and ``os.environb`` report each read name to ``report``."""
+    own: set[str] = set()
+    # A scan reads back the names it listed, in order: dict(os.environ) lists every name
+    # first, then reads each. Reads that follow the listing are the scan's, not news.
+    scan: list[str] = []
+    position = [0]
+
+    def text(key: object) -> str | None:
+        if type(key) is str:
+            return key  # type: ignore[return-value]
+        if type(key) is bytes:
+            return key.decode("utf-8", "surrogateescape")  # type: ignore[union-attr]
+        return None
+
+    def scanned(name: str) -> bool:
+        if position[0] < len(scan) and scan[position[0]] == name:
+            position[0] += 1
+            return True
+        scan.clear()
+        position[0] = 0
+        return False
+
+    for mapping in (os.environ, getattr(os, "environb", None)):
+        if mapping is None:
+            continue
+        base: type = type(mapping)
+
+        def getitem(self: object, key: object, _base: type = base) -> object:
+            name = text(key)
+            if name is not None and not scanned(name) and name not in own:
+                report(name)
+            return _base.__getitem__(self, key)
+
+        def setitem(self: object, key: object, value: object, _base: type = base) -> None:
+            name = text(key)
+            if name is not None:
+                own.add(name)
+            _base.__setitem__(self, key, value)
+
+        def delitem(self: object, key: object, _base: type = base) -> None:
+            name = text(key)
+            if name is not None:
+                own.add(name)
+            _base.__delitem__(self, key)
+
+        def iterate(self: object, _base: type = base) -> Iterator[object]:
+            if position[0] >= len(scan):
+                scan.clear()
+                position[0] = 0
+            for key in _base.__iter__(self):
+                if len(scan) < 100_000:
+                    scan.append(text(key) or "")
+                yield key
+
+        watched = type(
+            base.__name__,
+            (base,),
+            {
+                "__getitem__": getitem,
+                "__setitem__": setitem,
+                "__delitem__": delitem,
+                "__iter__": iterate,
+                "__module__": base.__module__,
+            },
+        )
+        mapping.__class__ = watched

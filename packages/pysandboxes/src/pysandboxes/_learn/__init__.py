@@ -1,0 +1,1 @@
+"""Learning mode: the child records (``recorder``), the trusted side writes (``rules``)."""

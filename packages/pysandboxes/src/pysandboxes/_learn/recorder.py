@@ -1,0 +1,181 @@
+"""The ``Learning`` enforcer: in the sandboxed interpreter, record and let through.
+
+Each access the rules in force would refuse becomes an ``Event`` sent at once to the
+trusted side over the pipe it handed over (see ``_rpc.codec``), so a child killed by
+SIGKILL has already told everything it did. The child never writes rules: it only
+describes what happened, and the trusted side decides what to grant.
+
+Two refusals still stand while learning, because allowing them would let the program
+change its own future rights: a change to a rule file (the protected files) and the
+program's own writes to the event pipe are no business of learning.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pysandboxes._enforce import Enforcing
+from pysandboxes._guards.audit import HOOK_FILENAME, current_frame
+from pysandboxes._rpc.codec import Event, encode_event
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from pysandboxes._enforce import Connection, FileAccess, Messages
+    from pysandboxes._policy.model import Verdict
+
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_STDLIB = os.path.dirname(os.__file__) + "/"
+_LISTINGS = frozenset({"os.listdir", "os.scandir"})
+_MAX_SENT = 50_000
+
+
+_BOOTSTRAP = (os.path.join(_OWN_DIR, "_runner.py"), os.path.join(_OWN_DIR, "_child.py"))
+
+
+def _acting_for_caller(filename: str) -> bool:
+    """Guards, wrappers and the standard library act for whoever called them."""
+    if filename.startswith(_OWN_DIR):
+        return filename not in _BOOTSTRAP
+    return filename.startswith((_STDLIB, "<frozen ")) or filename == HOOK_FILENAME
+
+
+class Learning:
+    """Record every refusal for the trusted side; the access goes on (see module docs)."""
+
+    def __init__(self, fd: int, messages: Messages, cwd: str) -> None:
+        self._fd = fd
+        self._enforcing = Enforcing(messages)
+        self._cwd = cwd.rstrip("/") + "/"
+        self._sent: set[tuple[str, str, str, str, int]] = set()
+        self._names: dict[str, str] = {}  # address -> the name the program looked up
+        self._resolving = False
+        self._busy = False  # finding the program's line reads frames, which is audited
+        from _socket import getaddrinfo
+
+        self._getaddrinfo = getaddrinfo
+        self._lstat = os.lstat  # the original: created before the file wrappers
+
+    # -- where the program did it ------------------------------------------------------
+
+    def where(self) -> str | None:
+        """``file:line`` of the program's code behind the access; ``None`` for our own.
+
+        Outward from here: the guards' frames up to the audit hook (when the access came
+        through it), then the wrappers and the standard library, which act for their
+        caller; the first frame left decides. If it is the bootstrap's (the runner
+        printing a traceback, say), the access is the framework's own and is never
+        charged to the program's rules.
+        """
+        frame: FrameType | None = current_frame()
+        below_hook = frame
+        for _ in range(256):  # the guards' own depth is small
+            if below_hook is None or below_hook.f_code.co_filename == HOOK_FILENAME:
+                break
+            below_hook = below_hook.f_back
+        frame = below_hook.f_back if below_hook is not None else frame
+        while frame is not None and _acting_for_caller(frame.f_code.co_filename):
+            frame = frame.f_back
+        if frame is None:
+            return ""
+        filename = frame.f_code.co_filename
+        if filename.startswith(_OWN_DIR) or (filename == "<string>" and frame.f_back is None):
+            return None  # the bootstrap: "<string>" is also the name of a -c program
+        if filename.startswith(self._cwd):
+            filename = filename[len(self._cwd) :]
+        return f"{filename}:{frame.f_lineno}"
+
+    def _send(self, event: Event) -> None:
+        key = (event.family, event.name, event.access, event.proto, event.port)
+        if self._busy or key in self._sent or len(self._sent) >= _MAX_SENT:
+            return
+        self._busy = True
+        try:
+            where = self.where()
+            if where is None:
+                return
+            self._sent.add(key)
+            line = encode_event(Event(*key[:3], event.proto, event.port, event.addresses, where))
+            os.write(self._fd, line)  # one write per event: the trusted side has it now
+        except OSError:
+            pass  # the trusted side is gone: the program still runs as it would
+        finally:
+            self._busy = False
+
+    # -- the Enforcer protocol ---------------------------------------------------------
+
+    def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
+        """Record a file access a rule would need; a rule file stays protected."""
+        fix = verdict.fix
+        if self._busy:
+            return  # the frames read while recording: ours, not the program's
+        if fix is None and not verdict.hidden:
+            self._enforcing.refuse_file(report, verdict)  # a rule file: never, even now
+        if fix is None or (fix.startswith("<") and fix != "<exposure-root>"):
+            return  # ignored, unknowable, or a detail of enforcement: no rule to learn
+        access = report.access.value
+        if access == "read" and report.api in _LISTINGS:
+            access = "list"
+        elif access == "write" and not self._exists(report.real):
+            access = "create"  # open(path, "w") of a new file: its directory must allow it
+        self._send(Event("file", report.real, access))
+
+    def _exists(self, path: str) -> bool:
+        try:
+            self._lstat(path)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def env_read(self, name: str) -> None:
+        """Record a read of a variable no rule forwards (called by ``_guards.env``)."""
+        self._send(Event("env", name, "read"))
+
+    def refuse_call(self, qualname: str, category: str, message: str) -> None:
+        """Record a sensitive call by its function and category."""
+        self._send(Event("call", qualname, category))
+
+    def refuse_connection(
+        self, message: str, address: str, rule: str | None, target: Connection | None = None
+    ) -> None:
+        """Record a connection, bind or lookup by the name the program used."""
+        if target is None or self._resolving:
+            return  # a socket no rule can speak of (raw, abstract): nothing to learn
+        if target.direction == "lookup":
+            self._learn_name(target.host)
+            return
+        host = self._names.get(target.host, target.host)
+        self._send(
+            Event("net", host, target.direction, target.proto, target.port, target.addresses)
+        )
+
+    def refuse_import(self, module: str, message: str, category: str | None = None) -> None:
+        """Record an import; ``category`` marks a native extension the API rules guard."""
+        self._send(Event("import", module, "native" if category else "module"))
+
+    def _learn_name(self, name: str) -> None:
+        """Remember the addresses ``name`` leads to: the program will connect to one of
+        them by address, and the rule should name the host it asked for."""
+        if name in self._names.values() or len(self._names) > 4096:
+            return
+        self._resolving = True  # the lookup below is audited too
+        try:
+            answers = self._getaddrinfo(name, None)
+        except OSError:
+            answers = []
+        finally:
+            self._resolving = False
+        for answer in answers:
+            self._names.setdefault(str(answer[4][0]).split("%")[0], name)
+
+
+def watched_environ(report: Learning, forwarded: frozenset[str]) -> None:
+    """Record the program's reads of variables no rule forwards (see ``_guards.env``)."""
+    from pysandboxes._guards.env import watch_environ
+
+    def read(name: str) -> None:
+        if name not in forwarded:
+            report.env_read(name)
+
+    watch_environ(read)

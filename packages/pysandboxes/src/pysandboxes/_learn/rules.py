@@ -1,0 +1,276 @@
+"""From the events of a learning run to the fewest rules that allow them.
+
+Runs on the trusted side, after the program ended, on events already validated by
+``_rpc.codec``. The events say what happened; this module decides what to grant, so a
+lying child can at worst ask for rights the user then reviews, never for a directory
+collapse, a rule file, or a value of the environment:
+
+- a file read grants that file; a directory is granted only when the program listed it,
+  created in it or removed from it, and never a sensitive one (``/``, ``/etc``, ``~``,
+  ``~/.ssh``, the parents of the working directory...): the files themselves then;
+- paths are written relative to the rule file (``./data/in.txt``), to ``~`` or to a
+  ``${VAR}`` such as ``${VIRTUAL_ENV}`` when that is what they are;
+- one ``net=`` rule per host name the program used and direction, with the ports seen;
+  an ephemeral bind (port 0) needs no rule;
+- ``env=NAME=${NAME}`` for variables that exist on the host; never a value;
+- imports grouped as standard, third party, dangerous and deprecated; sensitive calls
+  by function when the registry knows it, else by category.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from pysandboxes._policy.registry import DANGEROUS_CATEGORIES, SENSITIVE_FUNCTIONS
+from pysandboxes._policy.writer import LearnedRule
+from pysandboxes._record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from pysandboxes._rpc.codec import Event
+
+#: Modules that let code leave the Python layer's reach: marked ⚠ when learned.
+DANGEROUS_MODULES = frozenset(
+    {"ctypes", "_ctypes", "cffi", "subprocess", "_posixsubprocess", "pty", "multiprocessing"}
+    | {"pickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle", "code", "codeop"}
+)
+#: Standard modules deprecated by PEP 594 and friends: still importable, soon gone.
+DEPRECATED_MODULES = frozenset(
+    {"aifc", "asynchat", "asyncore", "audioop", "cgi", "cgitb", "chunk", "crypt", "distutils"}
+    | {"imghdr", "imp", "mailcap", "msilib", "nis", "nntplib", "ossaudiodev", "pipes"}
+    | {"smtpd", "sndhdr", "spwd", "sunau", "telnetlib", "uu", "xdrlib", "lib2to3"}
+)
+GROUPS = (
+    "⚠ Dangerous!",
+    "Standard Python",
+    "⚠ Deprecated Python module",
+    "External modules (Are you sure about the origin?)",
+)
+_VERBS = {
+    "read": "read by",
+    "write": "written by",
+    "create": "created by",
+    "delete": "removed by",
+    "execute": "run by",
+    "list": "listed by",
+}
+_UNSAFE_PATH = re.compile(r"[\x00-\x1f\x7f#$\"'\\]|(^|/)\s|\s($|/)")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HOST = re.compile(r"[A-Za-z0-9_.:-]+")
+_QUALNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+_PATH_VARIABLES = ("VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_ROOT")
+
+
+@record
+class Context:
+    """What the trusted side knows of the run, beyond the events.
+
+    Attributes:
+        rule_dir: the directory of the file the rules go to.
+        cwd: the program's working directory.
+        home: the home directory, ``""`` when unknown.
+        variables: ``(name, value)`` of the variables paths may be written with.
+        host_names: the names of the host's variables (never their values).
+        rule_files: the rule files of the run, never granted.
+    """
+
+    rule_dir: str
+    cwd: str
+    home: str
+    variables: tuple[tuple[str, str], ...]
+    host_names: frozenset[str]
+    rule_files: frozenset[str]
+
+
+@record
+class Learned:
+    """The outcome: the rules to write, each with its summary row, and what was skipped.
+
+    Attributes:
+        rules: the rules, in writing order.
+        rows: ``(family, rule, first seen at)`` per rule, for the summary.
+        skipped: why some accesses gave no rule, one sentence each.
+    """
+
+    rules: tuple[LearnedRule, ...]
+    rows: tuple[tuple[str, str, str], ...]
+    skipped: tuple[str, ...]
+
+
+def sensitive_directories(context: Context) -> frozenset[str]:
+    """Directories never granted whole: their files are granted one by one instead."""
+    found = {"/", "/etc", "/proc", "/sys", "/dev", "/tmp", "/var", "/usr", "/home", "/root"}
+    if context.home:
+        home = context.home.rstrip("/") or "/"
+        found |= {home, *(f"{home}/{d}" for d in (".ssh", ".aws", ".gnupg", ".config"))}
+    parent = context.cwd
+    while parent not in ("/", ""):
+        parent = os.path.dirname(parent)
+        found.add(parent)
+    return frozenset(found)
+
+
+def display_path(path: str, context: Context) -> str:
+    """``path`` as the rule file should name it: ``./x``, ``~/x``, ``${VAR}/x`` or as is."""
+    base = context.rule_dir.rstrip("/")
+    if path == base:
+        return "."
+    if path.startswith(base + "/"):
+        return "./" + path[len(base) + 1 :]
+    for name, value in context.variables:
+        value = value.rstrip("/")
+        if value and (path == value or path.startswith(value + "/")):
+            return "${" + name + "}" + path[len(value) :]
+    home = context.home.rstrip("/")
+    if home and (path == home or path.startswith(home + "/")):
+        return "~" + path[len(home) :]
+    return path
+
+
+def learn(events: Iterable[Event], context: Context) -> Learned:
+    """The rules for ``events`` (see the module docstring)."""
+    out = _Out()
+    first: dict[tuple[str, str, str], Event] = {}
+    for event in events:
+        first.setdefault((event.family, event.name, event.access), event)
+    ordered = list(first.values())
+    _env(out, [e for e in ordered if e.family == "env"], context)
+    _files(out, [e for e in ordered if e.family == "file"], context)
+    _net(out, [e for e in ordered if e.family == "net"])
+    _imports(out, [e for e in ordered if e.family == "import"])
+    _calls(out, [e for e in ordered if e.family == "call"])
+    return Learned(tuple(out.rules), tuple(out.rows), tuple(out.skipped))
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.rules: list[LearnedRule] = []
+        self.rows: list[tuple[str, str, str]] = []
+        self.skipped: list[str] = []
+        self._lines: set[str] = set()
+
+    def add(self, family: str, block: str, line: str, note: str, where: str, group: str = "") -> None:
+        if line in self._lines:
+            return
+        self._lines.add(line)
+        self.rules.append(LearnedRule(block, line, f"learned: {note} {where or '?'}", group or None))
+        self.rows.append((family, line, where or "?"))
+
+
+def _env(out: _Out, events: Sequence[Event], context: Context) -> None:
+    for event in sorted(events, key=lambda e: e.name):
+        if event.name in context.host_names and _NAME.fullmatch(event.name):
+            line = f"env={event.name}=${{{event.name}}}"
+            out.add("env", "envs", line, "read by", event.where)
+
+
+def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
+    sensitive = sensitive_directories(context)
+    grants: dict[str, tuple[bool, Event]] = {}  # path -> (writable, first event)
+    looked: list[str] = []  # directories only looked at: no rule, they lead nowhere new
+
+    def grant(path: str, writable: bool, event: Event) -> None:
+        known = grants.get(path)
+        grants[path] = (writable or (known is not None and known[0]), known[1] if known else event)
+
+    for event in events:
+        path = os.path.normpath(event.name)
+        if path in context.rule_files or path.startswith(("/proc/", "/sys/")):
+            out.skipped.append(f"{path}: {event.access} not learned (system or rule file)")
+            continue
+        exists, is_dir = os.path.lexists(path), os.path.isdir(path)
+        if event.access in ("read", "execute", "write"):
+            if not exists:
+                continue  # a probe for a missing file: it stays missing, as it was
+            if is_dir:
+                looked.append(path)
+                continue
+            grant(path, event.access == "write", event)
+        elif event.access == "list":
+            if path in sensitive:
+                out.skipped.append(f"{path}: listed, but a sensitive directory is never granted")
+            elif is_dir:
+                grant(path, False, event)
+        elif event.access == "create" and is_dir and path not in sensitive:
+            grant(path, True, event)  # a directory the program made: the place it writes
+        else:  # create or delete: the directory's entries change
+            parent = os.path.dirname(path)
+            if parent not in sensitive and os.path.isdir(parent):
+                grant(parent, True, event)
+            elif exists:
+                grant(path, True, event)
+                out.skipped.append(f"{parent}: sensitive, only {path} is granted")
+            else:
+                out.skipped.append(f"{path}: {event.access} in sensitive {parent}: not granted")
+    for path in looked:
+        if not any(p == path or p.startswith(path.rstrip("/") + "/") for p in grants):
+            out.skipped.append(f"{path}: a directory looked at, not listed: not granted")
+    for path in sorted(grants):
+        writable, event = grants[path]
+        if any(_covers(other, w, path, writable) for other, (w, _) in grants.items() if other != path):
+            continue
+        shown = display_path(path, context)
+        if _UNSAFE_PATH.search(shown):
+            out.skipped.append(f"{path!r}: a name a rule line cannot hold safely: not granted")
+            continue
+        key = "expose-rw" if writable else "expose-ro"
+        out.add("files", "files", f"{key}={shown}", _VERBS[event.access], event.where)
+
+
+def _covers(directory: str, writable: bool, path: str, needs_write: bool) -> bool:
+    inside = path.startswith(directory.rstrip("/") + "/")
+    return inside and os.path.isdir(directory) and (writable or not needs_write)
+
+
+def _net(out: _Out, events: Sequence[Event]) -> None:
+    by_target: dict[tuple[str, str, str], tuple[set[int], Event]] = {}
+    for event in events:
+        if event.access == "IN" and event.port == 0:
+            continue  # an ephemeral port: the system picks it, no rule is needed
+        if not _HOST.fullmatch(event.name):
+            out.skipped.append(f"{event.name!r}: not a host name a rule can hold")
+            continue
+        ports, first = by_target.setdefault((event.name, event.proto, event.access), (set(), event))
+        ports.add(event.port)
+    for (host, proto, direction), (ports, first) in by_target.items():
+        listed = ",".join(str(p) for p in sorted(ports))
+        verb = "bound by" if direction == "IN" else "connected by"
+        out.add("net", "socket", f"net=ALLOW|{proto}|{host}|{listed}|{direction}", verb, first.where)
+
+
+def import_group(module: str) -> str:
+    """The header a learned ``python-import=`` goes under."""
+    if module in DANGEROUS_MODULES:
+        return GROUPS[0]
+    if module in DEPRECATED_MODULES:
+        return GROUPS[2]
+    if module in sys.stdlib_module_names or module.startswith("_"):
+        return GROUPS[1]
+    return GROUPS[3]
+
+
+def _imports(out: _Out, events: Sequence[Event]) -> None:
+    modules = [e for e in events if e.access == "module" and _MODULE.fullmatch(e.name)]
+    for group in GROUPS:
+        for event in sorted(modules, key=lambda e: e.name):
+            if import_group(event.name) == group:
+                line = f"python-import={event.name}"
+                out.add("import", "import", line, "imported by", event.where, group)
+    for event in events:
+        if event.access == "native":
+            line = "python-api=ALLOW:native"
+            out.add("call", "api", line, "imported by", event.where, "⚠ native")
+
+
+def _calls(out: _Out, events: Sequence[Event]) -> None:
+    for event in sorted(events, key=lambda e: (e.access, e.name)):
+        category = event.access
+        known = SENSITIVE_FUNCTIONS.get(event.name) == category
+        target = event.name if known and _QUALNAME.fullmatch(event.name) else category
+        group = f"⚠ {category}" if category in DANGEROUS_CATEGORIES else category
+        out.add("call", "api", f"python-api=ALLOW:{target}", "called by", event.where, group)

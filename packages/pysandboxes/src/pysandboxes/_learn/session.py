@@ -1,0 +1,197 @@
+"""The trusted side of a learning run: collect the events, then write the rules.
+
+``python-sb`` starts the program, then becomes the waiter with an empty environment (see
+``_waiter``). While learning, the waiter also reads the event pipe in a thread, as the
+events come; when the program has ended, however it ended (an exception, a signal, even
+SIGKILL), it turns the events into rules (``rules``), writes them with the learned-rule
+writer, and prints a summary on stderr (stdout belongs to the program).
+
+What the waiter needs of the host is handed over as one argument (``plan_argument``):
+paths, the home directory, the *names* of the host's variables and the values of the few
+path variables rules may be written with (``VIRTUAL_ENV``...). Never another value: the
+process chain still holds no more of the environment than the sandbox itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+
+from pysandboxes._record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from .rules import Learned
+
+_PATH_VARIABLES = ("VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_ROOT")
+
+
+@record
+class Plan:
+    """A learning run, as the launcher decided it.
+
+    Attributes:
+        fd: the read end of the event pipe.
+        output: the file the rules go to (a rule file or a ``pyproject.toml``).
+        cwd: the program's working directory.
+        home: the home directory, ``""`` when unknown.
+        variables: ``(name, value)`` of path variables rules may be written with.
+        host_names: the names of the host's variables.
+        rule_files: the rule files of the run (never granted).
+        relaxed: why the kernel layer was left off for this run, ``""`` if it was not.
+        path: ``sys.path`` of the launcher: the writer needs ``tomlkit``, the summary ``rich``.
+    """
+
+    fd: int
+    output: str
+    cwd: str
+    home: str
+    variables: tuple[tuple[str, str], ...]
+    host_names: tuple[str, ...]
+    rule_files: tuple[str, ...]
+    relaxed: str
+    path: tuple[str, ...]
+
+
+def make_plan(
+    fd: int, output: str, cwd: str, env: Mapping[str, str], rule_files: Sequence[str], relaxed: str
+) -> Plan:
+    """The plan of a learning run, from the launcher's knowledge of the host."""
+    variables = tuple((n, env[n]) for n in _PATH_VARIABLES if env.get(n, "").startswith("/"))
+    home = env.get("HOME", "")
+    return Plan(
+        fd,
+        output,
+        cwd,
+        home if home.startswith("/") else "",
+        variables,
+        tuple(sorted(env)),
+        tuple(rule_files),
+        relaxed,
+        tuple(p for p in sys.path if p),
+    )
+
+
+def plan_argument(plan: Plan) -> str:
+    """The plan as one command-line argument of the waiter."""
+    fields: dict[str, object] = {name: getattr(plan, name) for name in Plan._fields}  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    return json.dumps(fields)
+
+
+def parse_plan(argument: str) -> Plan:
+    """Read ``plan_argument``'s output (it comes from the launcher, the trusted side)."""
+    fields = json.loads(argument)
+    fields["variables"] = tuple(tuple(pair) for pair in fields["variables"])
+    for name in ("host_names", "rule_files", "path"):
+        fields[name] = tuple(fields[name])
+    return Plan(**fields)
+
+
+class Collector:
+    """Read the event pipe in a thread until every writer has closed it."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self.chunks: list[bytes] = []
+        self._size = 0
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._fd, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            if self._size < 64 << 20:  # a flood is cut, not buffered without end
+                self.chunks.append(chunk)
+                self._size += len(chunk)
+
+    def finish(self) -> list[bytes]:
+        """The bytes read; waits a little for a descendant that still holds the pipe."""
+        self._thread.join(timeout=2.0)
+        return list(self.chunks)
+
+
+def conclude(plan: Plan, chunks: list[bytes]) -> None:
+    """Write the learned rules and print the summary; report, never raise."""
+    sys.path[:0] = [p for p in plan.path if p not in sys.path]
+    from pysandboxes._rpc.codec import decode_events
+
+    from .rules import Context, learn
+
+    events, dropped = decode_events(chunks)
+    context = Context(
+        os.path.dirname(plan.output),
+        plan.cwd,
+        plan.home,
+        plan.variables,
+        frozenset(plan.host_names),
+        frozenset(plan.rule_files) | {plan.output},
+    )
+    learned = learn(events, context)
+    notes = list(learned.skipped)
+    if dropped:
+        notes.append(f"{dropped} malformed event(s) from the program were ignored")
+    if plan.relaxed:
+        notes.append(plan.relaxed)
+    shown = _shown(plan.output, plan.cwd)
+    try:
+        backup = _write(plan.output, learned)
+    except (OSError, ValueError) as exc:
+        notes.append(f"the rules could not be written to {shown}: {exc}")
+        _summary(learned, notes, shown)
+        for rule in learned.rules:
+            print(rule.line, file=sys.stderr)  # nothing is lost: the rules are shown
+        return
+    if learned.rules:
+        notes.append(f"rules written to {shown}" + (f" (previous version: {backup})" if backup else ""))
+        notes.append("review them: each rule is a right the program will have")
+    else:
+        notes.append(f"nothing new to learn; {shown} is unchanged")
+    _summary(learned, notes, shown)
+
+
+def _shown(path: str, cwd: str) -> str:
+    relative = os.path.relpath(path, cwd)
+    return path if relative.startswith("..") else relative
+
+
+def _write(output: str, learned: Learned) -> str | None:
+    from datetime import datetime
+    from pathlib import Path
+
+    from pysandboxes._policy.writer import write_pyproject, write_rule_file
+
+    path = Path(output)
+    write = write_pyproject if path.name == "pyproject.toml" else write_rule_file
+    if not learned.rules and path.exists():
+        return None
+    backup = write(path, learned.rules, now=datetime.now())
+    return str(backup) if backup is not None else None
+
+
+def _summary(learned: Learned, notes: list[str], shown: str) -> None:
+    title = f"python-sb learned {len(learned.rows)} rule(s) for {shown}"
+    try:
+        from python_sb.summary import show  # rich lives in python-sb, not here
+    except ImportError:
+        show = plain_summary
+    show(title, learned.rows, notes, sys.stderr)
+
+
+def plain_summary(
+    title: str, rows: Sequence[tuple[str, str, str]], notes: Sequence[str], stream: object
+) -> None:
+    """The summary as plain text: one line per rule, then the notes."""
+    lines = [title]
+    width = max((len(r[1]) for r in rows), default=0)
+    lines += [f"  {family:<7} {rule:<{width}}  first seen at {where}" for family, rule, where in rows]
+    lines += [f"  note: {note}" for note in notes]
+    print("\n".join(lines), file=stream, flush=True)  # type: ignore[arg-type]

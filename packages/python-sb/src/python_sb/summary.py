@@ -1,0 +1,34 @@
+"""The summary of a learning run: a rich table on a terminal, plain text on a pipe.
+
+Called by the trusted side of ``pysandboxes`` when a learning run ends (``pysandboxes``
+itself never imports rich). It writes to stderr: stdout belongs to the program.
+"""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from pysandboxes._learn.session import plain_summary
+
+
+def show(
+    title: str, rows: list[tuple[str, str, str]] | tuple[tuple[str, str, str], ...],
+    notes: list[str], stream: TextIO,
+) -> None:
+    """Print the learned rules (family, rule, first seen at) and the notes."""
+    if not stream.isatty():
+        plain_summary(title, rows, notes, stream)
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    table.add_column("family")
+    table.add_column("rule", overflow="fold")
+    table.add_column("first seen at", overflow="fold")
+    for family, rule, where in rows:
+        table.add_row(family, rule, where)
+    console = Console(file=stream, highlight=False)
+    console.print(table)
+    for note in notes:
+        console.print(f"note: {note}", markup=False)
