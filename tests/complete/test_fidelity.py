@@ -249,11 +249,12 @@ def test_config_errors_exit_255_with_every_problem(sb: Runner, project: Path) ->
     assert ".py-sandboxes(2): 'expose-ro=./nope'" in result.stderr
 
 
-def test_no_rule_file_is_a_clear_error(sb: Runner, project: Path) -> None:
+def test_no_rule_file_starts_a_learning_run(sb: Runner, project: Path) -> None:
     result = sb("-c", "print('ran')")
-    assert result.returncode == 255
-    assert "no rule file found" in result.stderr
-    assert result.stdout == ""
+    assert result.returncode == 0
+    assert result.stdout == "ran\n"  # stdout stays the program's: the summary is on stderr
+    assert "python-sb learned" in result.stderr
+    assert (project / ".py-sandboxes").is_file()
 
 
 def test_interpreter_files_readable_without_rules(sb: Runner, project: Path) -> None:

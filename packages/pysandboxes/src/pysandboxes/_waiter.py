@@ -69,7 +69,8 @@ def finish(status: int, tempdir: str) -> int:
             pass
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
-        signal.signal(number, signal.SIG_DFL)
+        if number != signal.SIGKILL:  # SIGKILL has no handler to reset (EINVAL)
+            signal.signal(number, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
         os.kill(os.getpid(), number)
     return os.waitstatus_to_exitcode(status)

@@ -142,6 +142,7 @@ def conclude(plan: Plan, chunks: list[bytes]) -> None:
     if plan.relaxed:
         notes.append(plan.relaxed)
     shown = _shown(plan.output, plan.cwd)
+    existed = os.path.exists(plan.output)
     try:
         backup = _write(plan.output, learned)
     except (OSError, ValueError) as exc:
@@ -150,7 +151,9 @@ def conclude(plan: Plan, chunks: list[bytes]) -> None:
         for rule in learned.rules:
             print(rule.line, file=sys.stderr)  # nothing is lost: the rules are shown
         return
-    if learned.rules:
+    if not existed:
+        notes.append(f"{shown} written from the template, with the rules learned")
+    elif learned.rules:
         notes.append(f"rules written to {shown}" + (f" (previous version: {backup})" if backup else ""))
         notes.append("review them: each rule is a right the program will have")
     else:

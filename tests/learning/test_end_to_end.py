@@ -1,0 +1,151 @@
+"""A realistic program learned on its first run, then run under what was learned."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from learnlab import Server, granted
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
+    from conftest import Runner
+
+APP = """\
+import json, os, socket, subprocess, sys
+import tomlkit
+
+config = tomlkit.parse(open("config.toml").read())
+user = os.environ["APP_USER"]
+token = os.getenv("APP_TOKEN", "")
+with socket.create_connection(("127.0.0.1", int(sys.argv[1]))) as conn:
+    conn.sendall(b"ping")
+    reply = conn.recv(16).decode()
+os.makedirs("out", exist_ok=True)
+with open("out/report.json", "w") as handle:
+    json.dump({"name": str(config["name"]), "user": user, "reply": reply}, handle)
+echo = subprocess.run(["echo", "child ran"], capture_output=True, text=True, check=True)
+print(echo.stdout.strip(), user, len(token), reply)
+"""
+ENV = {"APP_USER": "alice", "APP_TOKEN": "s3cr3t-t0ken-value"}
+
+
+def _project(project: Path, extra: str = "") -> None:
+    (project / "app.py").write_text(APP + extra)
+    (project / "config.toml").write_text('name = "demo"\n')
+
+
+def test_first_run_learns_and_the_second_does_the_same_work(
+    sb: Runner, project: Path, server: Server
+) -> None:
+    _project(project)
+    first = sb("app.py", str(server.port), env=ENV)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "child ran alice 18 pong\n"
+    rule_file = project / ".py-sandboxes"
+    assert rule_file.is_file()
+    assert oct(rule_file.stat().st_mode & 0o777) == "0o644"
+    assert "python-sb learned" in first.stderr
+    (project / "out" / "report.json").unlink()
+
+    second = sb("app.py", str(server.port), env=ENV)
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout
+    assert "refused" not in second.stderr
+    assert "learned" not in second.stderr  # an enforcing run: nothing is learned
+    assert (project / "out" / "report.json").is_file()
+
+
+def test_the_learned_rules_are_exactly_the_observed_accesses(
+    sb: Runner, project: Path, server: Server
+) -> None:
+    _project(project)
+    assert sb("app.py", str(server.port), env=ENV).returncode == 0
+    rule_file = project / ".py-sandboxes"
+    assert sorted(granted(rule_file)) == sorted(
+        [
+            "env=APP_TOKEN=${APP_TOKEN}",
+            "env=APP_USER=${APP_USER}",
+            "env=PATH=${PATH}",  # subprocess looks "echo" up
+            "expose-ro=./config.toml",  # the file, not its directory
+            "expose-rw=./out",  # the directory it created and writes in
+            f"net=ALLOW|tcp|127.0.0.1|{server.port}|OUT",
+            "python-import=json",
+            "python-import=os",
+            "python-import=socket",
+            "python-import=subprocess",
+            "python-import=tomlkit",
+            "python-api=ALLOW:subprocess.Popen",
+        ]
+    )
+    text = rule_file.read_text()
+    assert ENV["APP_TOKEN"] not in text
+    assert "alice" not in text
+    assert "expose-ro=./config.toml  # learned: read by app.py:4" in text
+    # Imports are grouped: dangerous first, then the standard library, then the others.
+    assert text.index("# ⚠ Dangerous!") < text.index("\npython-import=subprocess")
+    assert text.index("\npython-import=subprocess") < text.index("# Standard Python")
+    assert text.index("# Standard Python") < text.index("\npython-import=json")
+    assert text.index("\npython-import=socket") < text.index("# External modules")
+    assert text.index("# External modules") < text.index("\npython-import=tomlkit")
+
+
+def test_cant_read_a_file_the_learning_run_did_not_read(
+    sb: Runner, py: Runner, project: Path, server: Server
+) -> None:
+    _project(project)
+    assert sb("app.py", str(server.port), env=ENV).returncode == 0
+    (project / "extra.txt").write_text("more")
+    _project(project, extra='print(open("extra.txt").read())\n')
+    assert py("app.py", str(server.port), env=ENV).stdout.endswith("more\n")  # the probe works
+    result = sb("app.py", str(server.port), env=ENV)
+    assert result.returncode == 1
+    assert "RuleFileNotFoundError" in result.stderr
+    assert "extra.txt" in result.stderr
+
+
+def test_cant_connect_to_a_port_the_learning_run_did_not_use(
+    sb: Runner, py: Runner, project: Path, server: Server, other_server: Server
+) -> None:
+    _project(project)
+    assert sb("app.py", str(server.port), env=ENV).returncode == 0
+    extra = (
+        f"socket.create_connection(('127.0.0.1', {other_server.port})).close()\n"
+        "print('connected again')\n"
+    )
+    _project(project, extra=extra)
+    assert py("app.py", str(server.port), env=ENV).stdout.endswith("connected again\n")
+    result = sb("app.py", str(server.port), env=ENV)
+    assert result.returncode == 1
+    assert "RuleSocketConnectionRefusedError" in result.stderr
+    assert str(other_server.port) in result.stderr
+
+
+def test_a_program_killed_by_sigkill_still_gets_its_rules(sb: Runner, project: Path) -> None:
+    (project / "data.txt").write_text("data")
+    (project / "app.py").write_text(
+        "import csv, os, signal\n"
+        "open('data.txt').read()\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    result = sb("app.py")
+    assert result.returncode == -signal.SIGKILL
+    rules = granted(project / ".py-sandboxes")
+    assert "expose-ro=./data.txt" in rules
+    assert "python-import=csv" in rules
+    assert "python-import=signal" in rules
+
+
+def test_learning_does_not_leave_the_environment_to_the_waiter(
+    sb: Runner, project: Path
+) -> None:
+    # The trusted side waits as a process with an empty environment, learning or not.
+    (project / "app.py").write_text(
+        "import os\n"
+        "print(open(f'/proc/{os.getppid()}/environ', 'rb').read() == b'')\n"
+    )
+    result = sb("app.py", env=ENV)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "True\n"
+    assert os.environ.get("APP_TOKEN") != ENV["APP_TOKEN"]
