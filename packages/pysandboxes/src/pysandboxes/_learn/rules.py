@@ -135,9 +135,9 @@ def display_path(path: str, context: Context) -> str:
 def learn(events: Iterable[Event], context: Context) -> Learned:
     """The rules for ``events`` (see the module docstring)."""
     out = _Out()
-    first: dict[tuple[str, str, str], Event] = {}
+    first: dict[tuple[str, str, str, str, int], Event] = {}
     for event in events:
-        first.setdefault((event.family, event.name, event.access), event)
+        first.setdefault((event.family, event.name, event.access, event.proto, event.port), event)
     ordered = list(first.values())
     _env(out, [e for e in ordered if e.family == "env"], context)
     _files(out, [e for e in ordered if e.family == "file"], context)

@@ -1,0 +1,117 @@
+"""Learned rules are minimal: no directory collapse, one net rule per name, no values."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pysandboxes._learn.rules import Context, display_path, import_group, learn
+from pysandboxes._rpc.codec import Event
+
+
+def _context(tmp_path: Path, home: str = "/root", names: tuple[str, ...] = ()) -> Context:
+    return Context(
+        str(tmp_path),
+        str(tmp_path),
+        home,
+        (("VIRTUAL_ENV", "/opt/venv"),),
+        frozenset(names),
+        frozenset({str(tmp_path / ".py-sandboxes")}),
+    )
+
+
+def _lines(events: list[Event], context: Context) -> list[str]:
+    return [rule.line for rule in learn(events, context).rules]
+
+
+def test_a_file_read_grants_that_file_only(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a")
+    events = [Event("file", str(tmp_path / "a.txt"), "read"), Event("file", "/etc/hostname", "read")]
+    assert _lines(events, _context(tmp_path)) == ["expose-ro=/etc/hostname", "expose-ro=./a.txt"]
+
+
+def test_never_a_sensitive_directory_even_when_listed(tmp_path: Path) -> None:
+    events = [
+        Event("file", "/etc", "list"),
+        Event("file", "/", "list"),
+        Event("file", os.path.dirname(str(tmp_path)), "list"),  # a parent of the cwd
+        Event("file", "/root/.ssh/id_rsa", "create"),  # in ~/.ssh: never the directory
+    ]
+    learned = learn(events, _context(tmp_path))
+    assert [rule.line for rule in learned.rules] == []
+    assert any("/etc: listed, but a sensitive directory" in note for note in learned.skipped)
+
+
+def test_a_listed_or_created_in_directory_is_granted(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "r.txt").write_text("r")
+    (tmp_path / "in" / "x.txt").write_text("x")
+    events = [
+        Event("file", str(tmp_path / "in"), "list"),
+        Event("file", str(tmp_path / "in" / "x.txt"), "read"),  # covered by the listing
+        Event("file", str(tmp_path / "out" / "r.txt"), "create"),
+    ]
+    assert _lines(events, _context(tmp_path)) == ["expose-ro=./in", "expose-rw=./out"]
+
+
+def test_paths_are_written_as_what_they_are(tmp_path: Path) -> None:
+    context = _context(tmp_path, home="/home/ann")
+    assert display_path(str(tmp_path / "d" / "f"), context) == "./d/f"
+    assert display_path("/opt/venv/lib/x", context) == "${VIRTUAL_ENV}/lib/x"
+    assert display_path("/home/ann/notes.txt", context) == "~/notes.txt"
+    assert display_path("/srv/data", context) == "/srv/data"
+
+
+def test_missing_files_and_rule_files_are_never_granted(tmp_path: Path) -> None:
+    (tmp_path / ".py-sandboxes").write_text("")
+    events = [
+        Event("file", str(tmp_path / "absent.txt"), "read"),  # a probe: it stays absent
+        Event("file", str(tmp_path / ".py-sandboxes"), "write"),
+        Event("file", "/proc/self/environ", "read"),
+    ]
+    assert _lines(events, _context(tmp_path)) == []
+
+
+def test_one_net_rule_per_name_with_the_ports_seen(tmp_path: Path) -> None:
+    events = [
+        Event("net", "localhost", "OUT", "tcp", 8080, ("127.0.0.1",)),
+        Event("net", "localhost", "OUT", "tcp", 8080, ("::1",)),
+        Event("net", "localhost", "OUT", "tcp", 9090, ("127.0.0.1",)),
+        Event("net", "127.0.0.1", "IN", "tcp", 0, ("127.0.0.1",)),  # ephemeral: no rule
+        Event("net", "0.0.0.0", "IN", "udp", 5353, ("0.0.0.0",)),
+    ]
+    assert _lines(events, _context(tmp_path)) == [
+        "net=ALLOW|tcp|localhost|8080,9090|OUT",
+        "net=ALLOW|udp|0.0.0.0|5353|IN",
+    ]
+
+
+def test_env_rules_name_host_variables_and_never_hold_a_value(tmp_path: Path) -> None:
+    events = [Event("env", "TOKEN", "read"), Event("env", "NOT_ON_HOST", "read")]
+    assert _lines(events, _context(tmp_path, names=("TOKEN",))) == ["env=TOKEN=${TOKEN}"]
+
+
+def test_imports_are_told_apart() -> None:
+    assert import_group("ctypes") == "⚠ Dangerous!"
+    assert import_group("json") == "Standard Python"
+    assert import_group("telnetlib") == "⚠ Deprecated Python module"
+    assert import_group("tomlkit") == "External modules (Are you sure about the origin?)"
+
+
+def test_calls_by_function_when_known_else_by_category(tmp_path: Path) -> None:
+    events = [
+        Event("call", "os.system", "process-exec"),
+        Event("call", "sandbox-internals", "introspection"),
+    ]
+    rules = learn(events, _context(tmp_path)).rules
+    assert [(r.line, r.group) for r in rules] == [
+        ("python-api=ALLOW:introspection", "introspection"),
+        ("python-api=ALLOW:os.system", "⚠ process-exec"),
+    ]
+
+
+def test_each_rule_says_where_it_came_from(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("a")
+    rules = learn([Event("file", str(tmp_path / "a.txt"), "read", where="app/db.py:12")], _context(tmp_path)).rules
+    assert rules[0].note == "learned: read by app/db.py:12"
