@@ -125,9 +125,7 @@ def test_cant_connect_to_a_port_the_learning_run_did_not_use(
 def test_a_program_killed_by_sigkill_still_gets_its_rules(sb: Runner, project: Path) -> None:
     (project / "data.txt").write_text("data")
     (project / "app.py").write_text(
-        "import csv, os, signal\n"
-        "open('data.txt').read()\n"
-        "os.kill(os.getpid(), signal.SIGKILL)\n"
+        "import csv, os, signal\nopen('data.txt').read()\nos.kill(os.getpid(), signal.SIGKILL)\n"
     )
     result = sb("app.py")
     assert result.returncode == -signal.SIGKILL
@@ -137,13 +135,10 @@ def test_a_program_killed_by_sigkill_still_gets_its_rules(sb: Runner, project: P
     assert "python-import=signal" in rules
 
 
-def test_learning_does_not_leave_the_environment_to_the_waiter(
-    sb: Runner, project: Path
-) -> None:
+def test_learning_does_not_leave_the_environment_to_the_waiter(sb: Runner, project: Path) -> None:
     # The trusted side waits as a process with an empty environment, learning or not.
     (project / "app.py").write_text(
-        "import os\n"
-        "print(open(f'/proc/{os.getppid()}/environ', 'rb').read() == b'')\n"
+        "import os\nprint(open(f'/proc/{os.getppid()}/environ', 'rb').read() == b'')\n"
     )
     result = sb("app.py", env=ENV)
     assert result.returncode == 0, result.stderr

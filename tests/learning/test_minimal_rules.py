@@ -26,7 +26,10 @@ def _lines(events: list[Event], context: Context) -> list[str]:
 
 def test_a_file_read_grants_that_file_only(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("a")
-    events = [Event("file", str(tmp_path / "a.txt"), "read"), Event("file", "/etc/hostname", "read")]
+    events = [
+        Event("file", str(tmp_path / "a.txt"), "read"),
+        Event("file", "/etc/hostname", "read"),
+    ]
     assert _lines(events, _context(tmp_path)) == ["expose-ro=/etc/hostname", "expose-ro=./a.txt"]
 
 
@@ -113,5 +116,7 @@ def test_calls_by_function_when_known_else_by_category(tmp_path: Path) -> None:
 
 def test_each_rule_says_where_it_came_from(tmp_path: Path) -> None:
     (tmp_path / "a.txt").write_text("a")
-    rules = learn([Event("file", str(tmp_path / "a.txt"), "read", where="app/db.py:12")], _context(tmp_path)).rules
+    rules = learn(
+        [Event("file", str(tmp_path / "a.txt"), "read", where="app/db.py:12")], _context(tmp_path)
+    ).rules
     assert rules[0].note == "learned: read by app/db.py:12"

@@ -25,9 +25,7 @@ python-import=json  # parsing
 """
 
 
-def test_relearning_keeps_every_line_and_adds_only_the_new_rules(
-    sb: Runner, project: Path
-) -> None:
+def test_relearning_keeps_every_line_and_adds_only_the_new_rules(sb: Runner, project: Path) -> None:
     (project / "data.txt").write_text("1")
     (project / "more.txt").write_text("2")
     (project / "app.py").write_text(
@@ -61,9 +59,7 @@ def test_relearning_keeps_every_line_and_adds_only_the_new_rules(
     assert not (project / ".py-sandboxes.old_1").exists()
 
 
-def test_learn_false_refuses_a_learning_run_and_names_its_line(
-    sb: Runner, project: Path
-) -> None:
+def test_learn_false_refuses_a_learning_run_and_names_its_line(sb: Runner, project: Path) -> None:
     (project / ".py-sandboxes").write_text("expose-ro=.\nlearn=false\n")
     result = sb("--learn", "-c", "print('ran')")
     assert result.returncode == 255

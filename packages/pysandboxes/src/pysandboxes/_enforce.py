@@ -94,6 +94,10 @@ if TYPE_CHECKING:
     class Enforcer(Protocol):
         """Decides what happens to an access the rules refuse."""
 
+        #: Whether listings leave out the entries no rule exposes (not while learning:
+        #: the program must see the directory as it is).
+        hides_entries: bool
+
         def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
             """Called for a refused file access; raise to stop it, return to let it through."""
             ...
@@ -183,6 +187,8 @@ class Messages:
 class Enforcing:
     """Raise every refusal: the normal mode."""
 
+    hides_entries = True
+
     def __init__(self, messages: Messages) -> None:
         self._messages = messages
 
@@ -211,6 +217,8 @@ class Enforcing:
 
 class Recording:
     """Keep every refused access and let it through: for tests of the guards."""
+
+    hides_entries = True
 
     def __init__(self) -> None:
         self.files: list[tuple[FileAccess, Verdict]] = []

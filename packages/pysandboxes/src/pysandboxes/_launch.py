@@ -24,7 +24,6 @@ from pysandboxes._policy.parser import parse_policy
 from pysandboxes._record import record
 from pysandboxes._spec import BOOT, LaunchSpec, Program, encode
 from pysandboxes._waiter import WATCHED, finish, remove_tree, wait
-from pysandboxes.errors import ConfigSyntaxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -101,9 +100,7 @@ def build_spec(
     caller owns ``spec.tempdir`` and the learning pipe, and removes them."""
     policy, found = load_rules(request, cwd, env)
     child_env = resolve_env(policy, env)
-    output = learning_output(
-        request.learn, policy, found, cwd, given=bool(request.extra_rules)
-    )
+    output = learning_output(request.learn, policy, found, cwd, given=bool(request.extra_rules))
     learning = None
     if output is not None:
         learning, child_env = start_learning(output, policy, env, child_env)

@@ -22,6 +22,8 @@ Examples:
 
   python-sb --show-rules app.py         list the rules in force and where each comes from
 
+  python-sb --learn app.py              add the rules app.py needs to its rule file
+
 Any rule of the rule file can be given as --<key>=<value> before the program; a
 learn=false line in the file refuses them. Configuration errors exit with status 255.
 """
@@ -54,7 +56,10 @@ def build(rich: bool) -> typer.Typer:
             typer.Option(
                 "--learn",
                 metavar="[=FILE]",
-                help="Learn the rules from what the program does (not built yet).",
+                help=(
+                    "Learn the rules from what the program does: nothing is refused, "
+                    "the missing rules go into the rule file (or FILE)."
+                ),
                 rich_help_panel=SANDBOX,
             ),
         ] = None,

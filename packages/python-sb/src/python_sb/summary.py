@@ -12,8 +12,10 @@ from pysandboxes._learn.session import plain_summary
 
 
 def show(
-    title: str, rows: list[tuple[str, str, str]] | tuple[tuple[str, str, str], ...],
-    notes: list[str], stream: TextIO,
+    title: str,
+    rows: list[tuple[str, str, str]] | tuple[tuple[str, str, str], ...],
+    notes: list[str],
+    stream: TextIO,
 ) -> None:
     """Print the learned rules (family, rule, first seen at) and the notes."""
     if not stream.isatty():

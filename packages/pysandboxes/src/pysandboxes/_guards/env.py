@@ -18,6 +18,7 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+    from typing import Any
 
 
 def watch_environ(report: Callable[[str], None]) -> None:
@@ -43,30 +44,31 @@ def watch_environ(report: Callable[[str], None]) -> None:
         position[0] = 0
         return False
 
-    for mapping in (os.environ, getattr(os, "environb", None)):
+    mappings: list[Any] = [os.environ, getattr(os, "environb", None)]
+    for mapping in mappings:
         if mapping is None:
             continue
-        base: type = type(mapping)
+        base: Any = mapping.__class__
 
-        def getitem(self: object, key: object, _base: type = base) -> object:
+        def getitem(self: object, key: object, _base: Any = base) -> object:
             name = text(key)
             if name is not None and not scanned(name) and name not in own:
                 report(name)
             return _base.__getitem__(self, key)
 
-        def setitem(self: object, key: object, value: object, _base: type = base) -> None:
+        def setitem(self: object, key: object, value: object, _base: Any = base) -> None:
             name = text(key)
             if name is not None:
                 own.add(name)
             _base.__setitem__(self, key, value)
 
-        def delitem(self: object, key: object, _base: type = base) -> None:
+        def delitem(self: object, key: object, _base: Any = base) -> None:
             name = text(key)
             if name is not None:
                 own.add(name)
             _base.__delitem__(self, key)
 
-        def iterate(self: object, _base: type = base) -> Iterator[object]:
+        def iterate(self: object, _base: Any = base) -> Iterator[object]:
             if position[0] >= len(scan):
                 scan.clear()
                 position[0] = 0

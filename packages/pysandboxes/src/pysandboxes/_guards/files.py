@@ -286,7 +286,7 @@ class FileGuard:
     def _listing_event(self, args: tuple[Any, ...]) -> None:
         """Remove the hidden entries from a listing, in place (the list is the wrapper's)."""
         path, names = args
-        if type(names) is not list:
+        if type(names) is not list or not self.enforcer.hides_entries:
             return
         if type(path) is int:
             base = self.resolver.fd_path(path)

@@ -1,9 +1,9 @@
 """Whether a ``python-sb`` run learns, and how the trusted side prepares it.
 
 A run learns when ``--learn[=FILE]`` asks for it, when the rules say ``learn=FILE``, or
-when no rule file exists and no rule is given on the command line. A ``learn=false`` lock refuses the first two (the parser
-refuses ``learn=`` in a file; ``--learn`` is refused here), naming the lock's line. A
-missing file cannot hold a lock.
+when no rule file exists and no rule is given on the command line. A ``learn=false``
+lock refuses the first two (the parser refuses ``learn=`` in a file; ``--learn`` is
+refused here), naming the lock's line. A missing file cannot hold a lock.
 
 While learning, the sandbox receives the host's environment minus the ``unenv=`` names,
 with the rules' own values on top: the program must see what it would see unsandboxed,
@@ -55,9 +55,7 @@ class LearnRun:
         """What the waiter needs to conclude (see ``session.Plan``)."""
         from .session import make_plan
 
-        return make_plan(
-            self.read_fd, self.output, cwd, env, policy.rule_files, _relaxed_note()
-        )
+        return make_plan(self.read_fd, self.output, cwd, env, policy.rule_files, _relaxed_note())
 
 
 def learning_output(

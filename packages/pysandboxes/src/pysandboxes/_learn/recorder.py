@@ -44,6 +44,8 @@ def _acting_for_caller(filename: str) -> bool:
 class Learning:
     """Record every refusal for the trusted side; the access goes on (see module docs)."""
 
+    hides_entries = False
+
     def __init__(self, fd: int, messages: Messages, cwd: str) -> None:
         self._fd = fd
         self._enforcing = Enforcing(messages)

@@ -108,7 +108,7 @@ def sensitive_directories(context: Context) -> frozenset[str]:
     if context.home:
         home = context.home.rstrip("/") or "/"
         found |= {home, *(f"{home}/{d}" for d in (".ssh", ".aws", ".gnupg", ".config"))}
-    parent = context.cwd
+    parent: str = context.cwd
     while parent not in ("/", ""):
         parent = os.path.dirname(parent)
         found.add(parent)
@@ -154,11 +154,15 @@ class _Out:
         self.skipped: list[str] = []
         self._lines: set[str] = set()
 
-    def add(self, family: str, block: str, line: str, note: str, where: str, group: str = "") -> None:
+    def add(
+        self, family: str, block: str, line: str, note: str, where: str, group: str = ""
+    ) -> None:
         if line in self._lines:
             return
         self._lines.add(line)
-        self.rules.append(LearnedRule(block, line, f"learned: {note} {where or '?'}", group or None))
+        self.rules.append(
+            LearnedRule(block, line, f"learned: {note} {where or '?'}", group or None)
+        )
         self.rows.append((family, line, where or "?"))
 
 
@@ -212,7 +216,9 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
             out.skipped.append(f"{path}: a directory looked at, not listed: not granted")
     for path in sorted(grants):
         writable, event = grants[path]
-        if any(_covers(other, w, path, writable) for other, (w, _) in grants.items() if other != path):
+        if any(
+            _covers(other, w, path, writable) for other, (w, _) in grants.items() if other != path
+        ):
             continue
         shown = display_path(path, context)
         if _UNSAFE_PATH.search(shown):
@@ -231,7 +237,10 @@ def _net(out: _Out, events: Sequence[Event]) -> None:
     by_target: dict[tuple[str, str, str], tuple[set[int], Event]] = {}
     for event in events:
         if event.access == "IN" and event.port == 0:
-            continue  # an ephemeral port: the system picks it, no rule is needed
+            # No port-0 rule: it would name no port. The program picks no port either,
+            # so a rule cannot say which one; the user decides (see docs/learning.md).
+            out.skipped.append(f"a bind to {event.name} port 0 (any free port) is not learned")
+            continue
         if not _HOST.fullmatch(event.name):
             out.skipped.append(f"{event.name!r}: not a host name a rule can hold")
             continue
@@ -240,7 +249,9 @@ def _net(out: _Out, events: Sequence[Event]) -> None:
     for (host, proto, direction), (ports, first) in by_target.items():
         listed = ",".join(str(p) for p in sorted(ports))
         verb = "bound by" if direction == "IN" else "connected by"
-        out.add("net", "socket", f"net=ALLOW|{proto}|{host}|{listed}|{direction}", verb, first.where)
+        out.add(
+            "net", "socket", f"net=ALLOW|{proto}|{host}|{listed}|{direction}", verb, first.where
+        )
 
 
 def import_group(module: str) -> str:

@@ -78,7 +78,8 @@ def make_plan(
 
 def plan_argument(plan: Plan) -> str:
     """The plan as one command-line argument of the waiter."""
-    fields: dict[str, object] = {name: getattr(plan, name) for name in Plan._fields}  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType, reportUnknownVariableType]
+    names = ("fd", "output", "cwd", "home", "variables", "host_names", "rule_files")
+    fields = {name: getattr(plan, name) for name in (*names, "relaxed", "path")}
     return json.dumps(fields)
 
 
@@ -154,7 +155,9 @@ def conclude(plan: Plan, chunks: list[bytes]) -> None:
     if not existed:
         notes.append(f"{shown} written from the template, with the rules learned")
     elif learned.rules:
-        notes.append(f"rules written to {shown}" + (f" (previous version: {backup})" if backup else ""))
+        notes.append(
+            f"rules written to {shown}" + (f" (previous version: {backup})" if backup else "")
+        )
         notes.append("review them: each rule is a right the program will have")
     else:
         notes.append(f"nothing new to learn; {shown} is unchanged")
@@ -195,6 +198,8 @@ def plain_summary(
     """The summary as plain text: one line per rule, then the notes."""
     lines = [title]
     width = max((len(r[1]) for r in rows), default=0)
-    lines += [f"  {family:<7} {rule:<{width}}  first seen at {where}" for family, rule, where in rows]
+    lines += [
+        f"  {family:<7} {rule:<{width}}  first seen at {where}" for family, rule, where in rows
+    ]
     lines += [f"  note: {note}" for note in notes]
     print("\n".join(lines), file=stream, flush=True)  # type: ignore[arg-type]

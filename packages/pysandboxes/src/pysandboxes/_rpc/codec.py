@@ -101,28 +101,33 @@ def decode_event(line: bytes) -> Event | None:
     if len(line) > MAX_LINE:
         return None
     try:
-        fields = json.loads(line)
+        parsed: object = json.loads(line)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
-    if type(fields) is not dict or not _FIELDS.issuperset(fields):
+    if type(parsed) is not dict:
         return None
-    family, name, access = _text(fields.get("f")), _text(fields.get("n")), fields.get("a")
+    fields: dict[str, object] = parsed  # type: ignore[assignment]
+    if not _FIELDS.issuperset(fields):
+        return None
+    family, name, access = _text(fields.get("f")), _text(fields.get("n")), _text(fields.get("a"))
     if family not in FAMILIES or not name or access not in FAMILIES[family]:
         return None
-    proto = fields.get("p", "")
-    port = fields.get("port", 0)
-    ips = fields.get("ips", [])
-    where = _text(fields.get("w", ""))
+    proto, port, where = fields.get("p", ""), fields.get("port", 0), _text(fields.get("w", ""))
     if proto not in ("", "tcp", "udp") or type(port) is not int or not 0 <= port <= 65535:
         return None
-    if type(ips) is not list or len(ips) > _MAX_ADDRESSES or where is None:  # pyright: ignore[reportUnknownArgumentType]
+    if (family in ("net", "lookup")) != bool(proto or family == "lookup") or where is None:
         return None
-    addresses = tuple(_text(ip, limit=64) for ip in ips)  # pyright: ignore[reportUnknownVariableType]
-    if None in addresses:
+    ips = fields.get("ips", [])
+    if type(ips) is not list:
         return None
-    if (family in ("net", "lookup")) != bool(proto or family == "lookup"):
+    items: list[object] = ips  # type: ignore[assignment]
+    addresses = [_text(ip, limit=64) for ip in items[: _MAX_ADDRESSES + 1]]
+    if len(addresses) > _MAX_ADDRESSES:
         return None
-    return Event(family, name, str(access), str(proto), port, addresses, where)  # type: ignore[arg-type]
+    kept = tuple(a for a in addresses if a is not None)
+    if len(kept) != len(addresses):
+        return None
+    return Event(family, name, access, str(proto), port, kept, where)
 
 
 def decode_events(chunks: Iterable[bytes]) -> tuple[list[Event], int]:
