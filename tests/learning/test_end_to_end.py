@@ -8,6 +8,8 @@ from pathlib import Path
 
 from learnlab import Server, granted
 
+from pysandboxes._os import landlock
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
     from conftest import Runner
@@ -47,6 +49,10 @@ def test_first_run_learns_and_the_second_does_the_same_work(
     assert rule_file.is_file()
     assert oct(rule_file.stat().st_mode & 0o777) == "0o644"
     assert "python-sb learned" in first.stderr
+    if landlock.unavailable_reason() is None:
+        assert "the kernel layer (Landlock) was relaxed for this learning run only" in (
+            first.stderr
+        )
     (project / "out" / "report.json").unlink()
 
     second = sb("app.py", str(server.port), env=ENV)
@@ -144,3 +150,18 @@ def test_learning_does_not_leave_the_environment_to_the_waiter(sb: Runner, proje
     assert result.returncode == 0, result.stderr
     assert result.stdout == "True\n"
     assert os.environ.get("APP_TOKEN") != ENV["APP_TOKEN"]
+
+
+def test_only_the_variables_read_by_name_are_learned(sb: Runner, project: Path) -> None:
+    (project / "app.py").write_text(
+        "import os\n"
+        "snapshot = dict(os.environ)\n"  # a full scan names no variable in particular
+        "for name, value in os.environ.items():\n"
+        "    pass\n"
+        "os.environ['SET_HERE'] = '1'\n"
+        "print(os.environ['SET_HERE'], os.getenv('WANTED'), 'ABSENT' in os.environ)\n"
+    )
+    result = sb("app.py", env={"WANTED": "yes", "UNUSED": "no", "ABSENT_NOT": "x"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "1 yes False\n"  # the host's variables, as without a sandbox
+    assert granted(project / ".py-sandboxes") == ["env=WANTED=${WANTED}", "python-import=os"]

@@ -120,3 +120,37 @@ def test_each_rule_says_where_it_came_from(tmp_path: Path) -> None:
         [Event("file", str(tmp_path / "a.txt"), "read", where="app/db.py:12")], _context(tmp_path)
     ).rules
     assert rules[0].note == "learned: read by app/db.py:12"
+
+
+def test_paths_under_a_variable_are_granted_with_it(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "lib").mkdir(parents=True)
+    (venv / "lib" / "data.bin").write_text("x")
+    context = Context(
+        str(tmp_path / "project"),
+        str(tmp_path / "project"),
+        "",
+        (("VIRTUAL_ENV", str(venv)),),
+        frozenset(),
+        frozenset(),
+    )
+    events = [Event("file", str(venv / "lib" / "data.bin"), "read")]
+    assert _lines(events, context) == ["expose-ro=${VIRTUAL_ENV}/lib/data.bin"]
+
+
+def test_names_a_rule_line_cannot_hold_are_not_granted(tmp_path: Path) -> None:
+    odd = tmp_path / "a#b"
+    odd.write_text("x")
+    dollar = tmp_path / "${HOME}"
+    dollar.write_text("x")
+    events = [Event("file", str(odd), "read"), Event("file", str(dollar), "read")]
+    learned = learn(events, _context(tmp_path))
+    assert learned.rules == ()
+    assert len(learned.skipped) == 2
+
+
+def test_the_bytecode_cache_is_not_learned(tmp_path: Path) -> None:
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+    events = [Event("file", str(cache), "create"), Event("file", str(cache / "m.pyc"), "create")]
+    assert _lines(events, _context(tmp_path)) == []

@@ -90,6 +90,7 @@ def test_learn_key_in_the_rules_turns_learning_on(sb: Runner, project: Path) -> 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "read\n"
     assert granted(project / "learned.rules") == ["expose-ro=./data.txt"]
+    assert "remove 'learn=learned.rules' (.py-sandboxes(1))" in result.stderr
 
 
 def test_learning_into_pyproject(sb: Runner, project: Path) -> None:

@@ -55,7 +55,13 @@ class LearnRun:
         """What the waiter needs to conclude (see ``session.Plan``)."""
         from .session import make_plan
 
-        return make_plan(self.read_fd, self.output, cwd, env, policy.rule_files, _relaxed_note())
+        advice = ""
+        if policy.learn is not None:
+            advice = f"remove {policy.learn.origin.text!r} ({policy.learn.origin.where}) to "
+            advice += "enforce the rules: while it is there, every run learns"
+        return make_plan(
+            self.read_fd, self.output, cwd, env, policy.rule_files, _relaxed_note(), advice
+        )
 
 
 def learning_output(

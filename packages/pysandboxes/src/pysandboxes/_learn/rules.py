@@ -184,6 +184,8 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
 
     for event in events:
         path = os.path.normpath(event.name)
+        if not path.startswith("/") or "/__pycache__" in path:
+            continue  # not a real path; or the import system's cache, which may fail freely
         if path in context.rule_files or path.startswith(("/proc/", "/sys/")):
             out.skipped.append(f"{path}: {event.access} not learned (system or rule file)")
             continue
@@ -221,7 +223,7 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
         ):
             continue
         shown = display_path(path, context)
-        if _UNSAFE_PATH.search(shown):
+        if _UNSAFE_PATH.search(path):
             out.skipped.append(f"{path!r}: a name a rule line cannot hold safely: not granted")
             continue
         key = "expose-rw" if writable else "expose-ro"

@@ -43,6 +43,7 @@ class Plan:
         host_names: the names of the host's variables.
         rule_files: the rule files of the run (never granted).
         relaxed: why the kernel layer was left off for this run, ``""`` if it was not.
+        advice: what to do after reviewing, ``""`` when nothing (a ``learn=`` line to drop).
         path: ``sys.path`` of the launcher: the writer needs ``tomlkit``, the summary ``rich``.
     """
 
@@ -55,10 +56,17 @@ class Plan:
     rule_files: tuple[str, ...]
     relaxed: str
     path: tuple[str, ...]
+    advice: str = ""
 
 
 def make_plan(
-    fd: int, output: str, cwd: str, env: Mapping[str, str], rule_files: Sequence[str], relaxed: str
+    fd: int,
+    output: str,
+    cwd: str,
+    env: Mapping[str, str],
+    rule_files: Sequence[str],
+    relaxed: str,
+    advice: str = "",
 ) -> Plan:
     """The plan of a learning run, from the launcher's knowledge of the host."""
     variables = tuple((n, env[n]) for n in _PATH_VARIABLES if env.get(n, "").startswith("/"))
@@ -73,13 +81,14 @@ def make_plan(
         tuple(rule_files),
         relaxed,
         tuple(p for p in sys.path if p),
+        advice,
     )
 
 
 def plan_argument(plan: Plan) -> str:
     """The plan as one command-line argument of the waiter."""
     names = ("fd", "output", "cwd", "home", "variables", "host_names", "rule_files")
-    fields = {name: getattr(plan, name) for name in (*names, "relaxed", "path")}
+    fields = {name: getattr(plan, name) for name in (*names, "relaxed", "path", "advice")}
     return json.dumps(fields)
 
 
@@ -142,6 +151,8 @@ def conclude(plan: Plan, chunks: list[bytes]) -> None:
         notes.append(f"{dropped} malformed event(s) from the program were ignored")
     if plan.relaxed:
         notes.append(plan.relaxed)
+    if plan.advice:
+        notes.append(plan.advice)
     shown = _shown(plan.output, plan.cwd)
     existed = os.path.exists(plan.output)
     try:
@@ -184,12 +195,18 @@ def _write(output: str, learned: Learned) -> str | None:
 
 
 def _summary(learned: Learned, notes: list[str], shown: str) -> None:
-    title = f"python-sb learned {len(learned.rows)} rule(s) for {shown}"
+    title = _printable(f"python-sb learned {len(learned.rows)} rule(s) for {shown}")
+    # What the program named (paths, code locations) reaches a terminal: no control codes.
+    rows = [(family, _printable(rule), _printable(where)) for family, rule, where in learned.rows]
     try:
         from python_sb.summary import show  # rich lives in python-sb, not here
     except ImportError:
         show = plain_summary
-    show(title, learned.rows, notes, sys.stderr)
+    show(title, rows, [_printable(note) for note in notes], sys.stderr)
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def plain_summary(
