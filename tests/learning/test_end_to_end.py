@@ -165,3 +165,25 @@ def test_only_the_variables_read_by_name_are_learned(sb: Runner, project: Path) 
     assert result.returncode == 0, result.stderr
     assert result.stdout == "1 yes False\n"  # the host's variables, as without a sandbox
     assert granted(project / ".py-sandboxes") == ["env=WANTED=${WANTED}", "python-import=os"]
+
+
+def test_accesses_from_many_threads_are_all_learned(sb: Runner, project: Path) -> None:
+    for number in range(8):
+        (project / f"part{number}.txt").write_text(str(number))
+    (project / "app.py").write_text(
+        "import threading\n"
+        "def read(n):\n"
+        "    for _ in range(50):\n"
+        "        open(f'part{n}.txt').read()\n"
+        "threads = [threading.Thread(target=read, args=(n,)) for n in range(8)]\n"
+        "for t in threads: t.start()\n"
+        "for t in threads: t.join()\n"
+        "print('read all')\n"
+    )
+    result = sb("app.py")
+    assert result.returncode == 0, result.stderr
+    learned = granted(project / ".py-sandboxes")
+    assert [f"expose-ro=./part{n}.txt" for n in range(8)] == [
+        rule for rule in learned if rule.startswith("expose-ro=./part")
+    ]
+    assert sb("app.py").stdout == "read all\n"

@@ -13,6 +13,7 @@ program's own writes to the event pipe are no business of learning.
 from __future__ import annotations
 
 import os
+from _thread import get_ident
 
 from pysandboxes._enforce import Enforcing
 from pysandboxes._guards.audit import HOOK_FILENAME, current_frame
@@ -52,8 +53,9 @@ class Learning:
         self._cwd = cwd.rstrip("/") + "/"
         self._sent: set[tuple[str, str, str, str, int]] = set()
         self._names: dict[str, str] = {}  # address -> the name the program looked up
-        self._resolving = False
-        self._busy = False  # finding the program's line reads frames, which is audited
+        # Threads recording right now: finding the program's line reads frames and a
+        # lookup resolves a name, both audited; what they raise is ours, not the program's.
+        self._busy: set[int] = set()
         from _socket import getaddrinfo
 
         self._getaddrinfo = getaddrinfo
@@ -90,9 +92,10 @@ class Learning:
 
     def _send(self, event: Event) -> None:
         key = (event.family, event.name, event.access, event.proto, event.port)
-        if self._busy or key in self._sent or len(self._sent) >= _MAX_SENT:
+        thread = get_ident()
+        if thread in self._busy or key in self._sent or len(self._sent) >= _MAX_SENT:
             return
-        self._busy = True
+        self._busy.add(thread)
         try:
             where = self.where()
             if where is None:
@@ -103,14 +106,14 @@ class Learning:
         except OSError:
             pass  # the trusted side is gone: the program still runs as it would
         finally:
-            self._busy = False
+            self._busy.discard(thread)
 
     # -- the Enforcer protocol ---------------------------------------------------------
 
     def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
         """Record a file access a rule would need; a rule file stays protected."""
         fix = verdict.fix
-        if self._busy:
+        if get_ident() in self._busy:
             return  # the frames read while recording: ours, not the program's
         if fix is None and not verdict.hidden:
             self._enforcing.refuse_file(report, verdict)  # a rule file: never, even now
@@ -142,7 +145,7 @@ class Learning:
         self, message: str, address: str, rule: str | None, target: Connection | None = None
     ) -> None:
         """Record a connection, bind or lookup by the name the program used."""
-        if target is None or self._resolving:
+        if target is None or get_ident() in self._busy:
             return  # a socket no rule can speak of (raw, abstract): nothing to learn
         if target.direction == "lookup":
             self._learn_name(target.host)
@@ -161,13 +164,14 @@ class Learning:
         them by address, and the rule should name the host it asked for."""
         if name in self._names.values() or len(self._names) > 4096:
             return
-        self._resolving = True  # the lookup below is audited too
+        thread = get_ident()
+        self._busy.add(thread)  # the lookup below is audited too
         try:
             answers = self._getaddrinfo(name, None)
         except OSError:
             answers = []
         finally:
-            self._resolving = False
+            self._busy.discard(thread)
         for answer in answers:
             self._names.setdefault(str(answer[4][0]).split("%")[0], name)
 
