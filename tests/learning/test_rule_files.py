@@ -117,3 +117,13 @@ def test_a_rule_file_that_cannot_be_written_loses_nothing(sb: Runner, project: P
     assert result.stdout == "ran\n"
     assert "the rules could not be written to taken" in result.stderr
     assert "\nexpose-ro=./data.txt\n" in result.stderr  # printed instead: nothing is lost
+
+
+def test_a_read_only_line_is_not_contradicted(sb: Runner, project: Path) -> None:
+    (project / "data").mkdir()
+    (project / ".py-sandboxes").write_text("expose-ro=./data  # reviewed\n")
+    result = sb("--learn", "-c", "open('data/new.txt', 'w').write('x')")
+    assert result.returncode == 0, result.stderr
+    assert "'expose-ro=./data' is in the file: change it to 'expose-rw=./data'" in result.stderr
+    assert granted(project / ".py-sandboxes") == ["expose-ro=./data"]
+    assert sb("-c", "print('still parses')").stdout == "still parses\n"

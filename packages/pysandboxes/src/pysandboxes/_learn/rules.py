@@ -287,3 +287,22 @@ def _calls(out: _Out, events: Sequence[Event]) -> None:
         target = event.name if known and _QUALNAME.fullmatch(event.name) else category
         group = f"⚠ {category}" if category in DANGEROUS_CATEGORIES else category
         out.add("call", "api", f"python-api=ALLOW:{target}", "called by", event.where, group)
+
+
+def drop_contradictions(learned: Learned, text: str) -> Learned:
+    """Leave out a learned ``expose-rw=X`` where the file says ``expose-ro=X`` (or the
+    reverse): the file would then contradict itself. The user widens the line instead."""
+    present = {line.split("#", 1)[0].strip().replace(" ", "") for line in text.splitlines()}
+    flipped = {"expose-rw": "expose-ro", "expose-ro": "expose-rw"}
+    rules: list[LearnedRule] = []
+    rows: list[tuple[str, str, str]] = []
+    skipped = list(learned.skipped)
+    for rule, row in zip(learned.rules, learned.rows, strict=True):
+        key, _, value = rule.line.partition("=")
+        other = f"{flipped[key]}={value}" if key in flipped else ""
+        if other and other in present:
+            skipped.append(f"'{other}' is in the file: change it to '{rule.line}' yourself")
+            continue
+        rules.append(rule)
+        rows.append(row)
+    return Learned(tuple(rules), tuple(rows), tuple(skipped))

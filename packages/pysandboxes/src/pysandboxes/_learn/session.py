@@ -134,7 +134,7 @@ def conclude(plan: Plan, chunks: list[bytes]) -> None:
     sys.path[:0] = [p for p in plan.path if p not in sys.path]
     from pysandboxes._rpc.codec import decode_events
 
-    from .rules import Context, learn
+    from .rules import Context, drop_contradictions, learn
 
     events, dropped = decode_events(chunks)
     context = Context(
@@ -146,6 +146,8 @@ def conclude(plan: Plan, chunks: list[bytes]) -> None:
         frozenset(plan.rule_files) | {plan.output},
     )
     learned = learn(events, context)
+    if os.path.basename(plan.output) != "pyproject.toml":
+        learned = drop_contradictions(learned, _read(plan.output))
     notes = list(learned.skipped)
     if dropped:
         notes.append(f"{dropped} malformed event(s) from the program were ignored")
@@ -173,6 +175,14 @@ def conclude(plan: Plan, chunks: list[bytes]) -> None:
     else:
         notes.append(f"nothing new to learn; {shown} is unchanged")
     _summary(learned, notes, shown)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
 
 
 def _shown(path: str, cwd: str) -> str:
