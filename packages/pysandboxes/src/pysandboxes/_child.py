@@ -252,7 +252,7 @@ def main() -> tuple[Program, CodeType | None]:
     spec = _read_spec(int(sys.argv[1]))
     _mode.enter_sandbox()
     _runner.adjust_on_import(spec.tempdir)
-    _runner.session.update(rule_file=spec.rule_file, tempdir=spec.tempdir)
+    _runner.session.update(rule_file=spec.rule_file, tempdir=spec.tempdir, provider=spec.provider)
     program = spec.program
     code = None
     if program.kind == "script":
@@ -278,9 +278,11 @@ def main() -> tuple[Program, CodeType | None]:
     _runner.prepare(program)
     files = module_files(program.target) if program.kind == "module" else []
     try:
-        apply_kernel_layer(spec, roots, files)
+        if spec.provider == "landlock":
+            apply_kernel_layer(spec, roots, files)
     except OSLayerUnavailable as exc:
         print(f"python-sb: the kernel layer cannot be applied: {exc}", file=sys.stderr)
         sys.exit(255)
-    install_guards(spec, roots, files)
+    if spec.provider != "none":  # 'none' asks for no sandbox at all; the banner says so
+        install_guards(spec, roots, files)
     return program, code

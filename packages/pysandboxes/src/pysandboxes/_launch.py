@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 
+from pysandboxes._os.select import select
 from pysandboxes._policy.discover import discover
 from pysandboxes._policy.envres import resolve_env
 from pysandboxes._policy.lines import display_name
@@ -108,6 +109,13 @@ def build_spec(
 ) -> tuple[LaunchSpec, dict[str, str]]:
     """The child's spec and environment. The caller owns ``spec.tempdir`` and removes it."""
     policy, found = load_rules(request, cwd, env)
+    selection = select(policy, env)  # OSLayerUnavailable: never a silent downgrade
+    for provider, why in selection.passed_over:
+        print(
+            f"python-sb: os-sandbox '{provider}' cannot run here ({why}); "
+            f"'{selection.provider}', next in {selection.source}, is used instead.",
+            file=sys.stderr,
+        )
     child_env = resolve_env(policy, env)
     if request.program.kind == "repl" and "TERM" in env and "TERM" not in child_env:
         # The interactive session draws on the terminal; TERM says how, nothing more.
@@ -125,6 +133,7 @@ def build_spec(
         protected=tuple(protected),
         implicit=_implicit(tempdir),
         tempdir=tempdir,
+        provider=selection.provider,
     )
     return spec, child_env
 
@@ -192,6 +201,7 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
 
     Raises:
         ConfigSyntaxError: the rules cannot be used; nothing was started.
+        OSLayerUnavailable: the kernel provider the rules ask for cannot run here.
     """
     cwd = os.path.abspath(cwd or os.getcwd())
     spec, child_env = build_spec(request, cwd, os.environ)

@@ -55,6 +55,8 @@ class LaunchSpec:
         implicit: exposures the rules do not list: devices, certificates, the private
             temporary directory.
         tempdir: the private temporary directory, or ``None``.
+        provider: the kernel provider of the run (``landlock``, ``bwrap``...), chosen by
+            the trusted side; the child applies Landlock itself when it is ``landlock``.
     """
 
     policy: Policy
@@ -64,6 +66,7 @@ class LaunchSpec:
     protected: tuple[str, ...]
     implicit: tuple[ExposeRule, ...]
     tempdir: str | None
+    provider: str = "subprocess"
 
 
 def _records() -> dict[str, type]:

@@ -55,7 +55,7 @@ def main(args: list[str] | None = None) -> int:
 def _run(invocation: object, *, show: bool = False) -> int:
     from pysandboxes._launch import LaunchRequest, run
     from pysandboxes._spec import Program
-    from pysandboxes.errors import ConfigSyntaxError
+    from pysandboxes.errors import ConfigSyntaxError, OSLayerUnavailable
 
     from .argv import Invocation
 
@@ -79,4 +79,7 @@ def _run(invocation: object, *, show: bool = False) -> int:
         from .errors import report
 
         report(exc)
+        return CONFIG_ERROR
+    except OSLayerUnavailable as exc:
+        print(f"python-sb: {exc}", file=sys.stderr)
         return CONFIG_ERROR
