@@ -185,7 +185,11 @@ def plain_screen(text: str) -> str:
 
 
 def drive(terminal: Terminal, prompt: str) -> str:
-    terminal.read_until("APIs are LIMITED according to the rules in '.py-sandboxes'")
+    # The default provider on this machine is Landlock, and the banner says so.
+    terminal.read_until(
+        "APIs are LIMITED according to the rules in '.py-sandboxes' "
+        "and by the os-sandbox='landlock'"
+    )
     terminal.read_until(prompt)
     terminal.type("6 * 7")
     terminal.read_until("42")

@@ -46,6 +46,10 @@ def main(args: list[str] | None = None) -> int:
         os.execv(sys.executable, [sys.executable, invocation.target])
     if invocation.action == "show-rules":
         return _run(invocation, show=True)
+    if invocation.action == "show-layers":
+        from .layers import show as show_layers
+
+        return show_layers(invocation)
     if invocation.learn is not None:
         print("python-sb: --learn: learning mode is not built yet in this release", file=sys.stderr)
         return 2

@@ -22,6 +22,8 @@ Examples:
 
   python-sb --show-rules app.py         list the rules in force and where each comes from
 
+  python-sb --show-layers               which layer enforces each rule on this host
+
 Any rule of the rule file can be given as --<key>=<value> before the program; a
 learn=false line in the file refuses them. Configuration errors exit with status 255.
 """
@@ -75,6 +77,16 @@ def build(rich: bool) -> typer.Typer:
                 rich_help_panel=SANDBOX,
             ),
         ] = False,
+        show_layers: Annotated[
+            str | None,
+            typer.Option(
+                "--show-layers",
+                metavar="[=json]",
+                help="Print which layer enforces each rule on this host (Python, Landlock, "
+                "namespaces), then exit; =json for JSON.",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = None,
         rule: Annotated[
             str | None,
             typer.Option(

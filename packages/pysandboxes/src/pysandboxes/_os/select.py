@@ -108,7 +108,7 @@ def select(policy: Policy, environ: Mapping[str, str]) -> Selection:
     """
     setting = policy.os_sandbox
     if setting is not None:
-        requested, source = parse_choice(setting.value), str(setting.origin)
+        requested, source = parse_choice(setting.value), setting.origin.where
     elif environ.get("OS_SANDBOX", "").strip():
         requested, source = parse_choice(environ["OS_SANDBOX"]), "OS_SANDBOX"
         unknown = [p for p in requested if p not in DESCRIPTIONS]
