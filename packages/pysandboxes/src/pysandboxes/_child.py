@@ -13,7 +13,7 @@ import sys
 
 from pysandboxes import _mode, _runner
 from pysandboxes._enforce import Enforcing, Messages
-from pysandboxes._guards import filewraps
+from pysandboxes._guards import dnspins, filewraps
 from pysandboxes._guards.audit import AuditHook
 from pysandboxes._guards.calls import CallGuard, guard_unreported
 from pysandboxes._guards.dynamic import DynamicCodeGuard
@@ -191,6 +191,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
         hook.add(imports.events)
         imports.install()
     guard_unreported(calls)  # before the hook: importing it afterwards is refused
+    dnspins.install(policy.pins)  # before the hook, which guards the functions it builds
     hook.install()
     filewraps.install(files.metadata_seen)
     _hide(internal)
