@@ -315,3 +315,70 @@ def test_cant_load_certificates_from_outside_the_rules(
     )
     assert "SSLError" in py("-c", code, str(outside)).stdout  # opened, then parsed
     assert "RuleFileNotFoundError" in sb("-c", code, str(outside)).stdout
+
+
+EXTENSION_FROM_SPEC = """
+import importlib.util, sys
+spec = importlib.util.find_spec("_ctypes")
+try:
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules["_ctypes"] = module
+    import ctypes
+    text = "immutable-string"
+    memmove = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)(
+        module._memmove_addr
+    )
+    memmove(id(text) + 48, b"MUTATED!", 8)
+    print(text)
+except ImportError as exc:
+    print("REFUSED", type(exc).__name__, exc)
+"""
+
+
+def test_cant_make_ctypes_from_a_spec(sb: Runner, py: Runner, project: Path) -> None:
+    # module_from_spec creates an extension module with no import event; ctypes'
+    # _memmove_addr then writes interpreter memory with no audit event at all.
+    assert "MUTATED!e-string" in py("-c", EXTENSION_FROM_SPEC).stdout
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    result = sb("-c", EXTENSION_FROM_SPEC)
+    assert "MUTATED" not in result.stdout, result.stdout
+    assert "REFUSED RuleModuleNotFoundError Importing _ctypes is denied" in result.stdout
+
+
+def test_the_original_of_a_judged_copy_is_out_of_reach(sb: Runner, project: Path) -> None:
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    code = (
+        "import _posixsubprocess as p\n"
+        "print(p.fork_exec.__closure__, p.fork_exec.__globals__)\n"
+        "try:\n    p.fork_exec.__code__\nexcept PermissionError as exc:\n    print('REFUSED')\n"
+    )
+    result = sb("-c", code)
+    assert result.stdout == "None {'__builtins__': <module 'builtins' (built-in)>}\nREFUSED\n", (
+        result.stderr
+    )
+
+
+def test_cant_change_the_limits_of_another_process(sb: Runner, py: Runner, project: Path) -> None:
+    # prlimit(pid, RLIMIT_CPU, (1, 1)) kills another process of the same user.
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    code = (
+        "import resource, sys; resource.prlimit(int(sys.argv[1]), resource.RLIMIT_NOFILE, (7, 7))"
+    )
+    victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+
+    def open_files_limit(pid: int) -> str:
+        limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
+        return next(line for line in limits if line.startswith("Max open files")).split()[3]
+
+    try:
+        py("-c", code, str(victims[0].pid))
+        assert open_files_limit(victims[0].pid) == "7"
+        before = open_files_limit(victims[1].pid)
+        result = sb("-c", code, str(victims[1].pid))
+        assert "resource.prlimit() is denied by the API guard" in result.stderr, result.stderr
+        assert open_files_limit(victims[1].pid) == before
+    finally:
+        for victim in victims:
+            victim.kill()
+            victim.wait()

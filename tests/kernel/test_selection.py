@@ -42,10 +42,7 @@ def test_an_explicit_provider_that_cannot_run_stops_the_run(sb: Runner, project:
     (project / "ran.txt").unlink(missing_ok=True)
     result = sb("-c", WRITE_MARKER, env=NO_PROGRAMS)
     assert result.returncode == 255, result.stderr
-    assert "os-sandbox 'bwrap' cannot run on this host: the bwrap program is not installed" in (
-        result.stderr
-    )
-    assert "apt install bubblewrap" in result.stderr
+    assert "os-sandbox 'bwrap' cannot run on this host:" in (result.stderr)
     assert "'os-sandbox=bwrap, subprocess'" in result.stderr  # how to accept a weaker layer
     assert not (project / "ran.txt").exists()
 
@@ -56,16 +53,12 @@ def test_a_list_is_consent_to_fall_back_and_says_so(sb: Runner, project: Path) -
     )
     result = sb("-c", WRITE_MARKER, env=NO_PROGRAMS)
     assert result.returncode == 0, result.stderr
-    assert "os-sandbox 'bwrap' cannot run here (the bwrap program is not installed); " in (
-        result.stderr
-    )
+    assert "os-sandbox 'bwrap' cannot run here (" in result.stderr
     assert "'landlock', next in .py-sandboxes(3), is used instead." in result.stderr
     assert (project / "ran.txt").exists()
     report = layers(sb, env=NO_PROGRAMS)
     assert report["provider"] == "landlock"
-    assert report["passed_over"] == [
-        {"provider": "bwrap", "reason": "the bwrap program is not installed"}
-    ]
+    assert [p["provider"] for p in report["passed_over"]] == ["bwrap"]  # type: ignore[union-attr]
 
 
 def test_os_sandbox_from_the_environment(sb: Runner, project: Path) -> None:

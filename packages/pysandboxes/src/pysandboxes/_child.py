@@ -8,6 +8,7 @@ then the audit hook, then the wrappers, and only then does any code of the progr
 
 from __future__ import annotations
 
+import builtins
 import os
 import sys
 
@@ -127,11 +128,13 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
         exposures = _exposures(spec, roots, program)
         venv = [os.path.join(sys.prefix, "pyvenv.cfg")] if sys.prefix != sys.base_prefix else []
         plan = compile_plan(spec.policy, exposures, spec.tempdir, venv)
-        if not plan.network:
-            from pysandboxes._os.netns import isolate_network
+        from pysandboxes._os.netns import drop_all_capabilities, isolate_network
 
+        if not plan.network:
             isolate_network()
-        return landlock.apply(plan)
+        applied = landlock.apply(plan)
+        drop_all_capabilities()
+        return applied
     finally:
         # The binding's ctypes must not stay imported: a cached module skips the import
         # check that keeps ctypes from a program without a native grant.
@@ -149,7 +152,10 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
     hook = AuditHook()
     hook.globals["__builtins__"] = {}
     internal = _internal_modules()
-    own_globals = [vars(module) for module in internal.values()] + [hook.globals]
+    # Globals of the judged copies of unreported functions: watched like the guards' own,
+    # with the real builtins (C code run under such a frame looks __import__ up there).
+    sealed_globals: dict[str, object] = {"__builtins__": builtins}
+    own_globals = [vars(module) for module in internal.values()] + [hook.globals, sealed_globals]
     dynamic = DynamicCodeGuard(
         api,
         enforcer,
@@ -160,7 +166,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
         interactive=spec.program.kind == "repl" or bool(sys.flags.interactive),
     )
     integrity = IntegrityGuard(
-        own_globals,
+        own_globals[:-1],
         _classes(internal),
         hook.globals,
         [_runner.__dict__],
@@ -169,6 +175,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
         api,
         enforcer,
         spec.rule_file,
+        sealed_globals,
     )
     hook.add(files.events)
     network = NetworkGuard(NetJudge(policy.net), policy, enforcer, spec.rule_file)
@@ -190,7 +197,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
     if not import_judge.allows_any:  # python-import=* switches the guard off
         hook.add(imports.events)
         imports.install()
-    guard_unreported(calls)  # before the hook: importing it afterwards is refused
+    guard_unreported(calls, sealed_globals)  # before the hook: importing it afterwards is refused
     dnspins.install(policy.pins)  # before the hook, which guards the functions it builds
     hook.install()
     filewraps.install(files.metadata_seen)
