@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 
+from pysandboxes._os.command import WRAPPING, command_for
 from pysandboxes._os.select import select
 from pysandboxes._policy.discover import discover
 from pysandboxes._policy.envres import resolve_env
@@ -171,19 +172,30 @@ def blank_environment_block() -> None:
         pass  # not Linux, or /proc is unavailable: the kernel layer must cover it
 
 
-def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str]) -> int:
+def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str], cwd: str) -> int:
     read_end, write_end = os.pipe()
-    os.set_inheritable(read_end, True)
+    os.set_inheritable(read_end, True)  # bwrap and unshare keep inherited descriptors
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     argv = [sys.executable, *flags, "-c", BOOT.format(path=package_parent), str(read_end)]
+    executable, argv = command_for(spec, child_env, argv, cwd)
+    # The provider's program stays in the terminal's process group: a ^C there must reach
+    # the program (the waiter relays it), not end the provider. The child restores them.
+    wrapped = spec.provider in WRAPPING
+    saved = [signal.signal(s, signal.SIG_IGN) for s in _TERMINAL_SIGNALS] if wrapped else []
     try:
-        pid = os.posix_spawn(sys.executable, argv, child_env, setsigmask=())
+        pid = os.posix_spawn(executable, argv, child_env, setsigmask=())
     finally:
         os.close(read_end)
+        for number, handler in zip(_TERMINAL_SIGNALS, saved, strict=False):
+            signal.signal(number, handler)
     with os.fdopen(write_end, "wb") as pipe:
         pipe.write(encode(spec))
     return pid
 
+
+_TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
+#: How the waiter relays signals, per provider (see ``_waiter.wait``).
+_RELAY = {"bwrap": "session", "unshare": "init"}
 
 #: What the trusted side becomes once the child runs (see ``_waiter``).
 WAITER = (
@@ -208,18 +220,20 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     tempdir = spec.tempdir or ""
     try:
-        pid = _spawn(spec, child_env, request.python_flags)
+        pid = _spawn(spec, child_env, request.python_flags, cwd)
     except BaseException:
         if tempdir:
             remove_tree(tempdir)
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         raise
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    relay = _RELAY.get(spec.provider, "")
     argv = [sys.executable, "-I", "-S", "-c", WAITER.format(path=package_parent), str(pid), tempdir]
+    argv.append(relay)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     try:
         os.execve(sys.executable, argv, {})
     except OSError:
         blank_environment_block()  # the host environment stays here: hide what we can
-    return finish(wait(pid), tempdir)
+    return finish(wait(pid, relay), tempdir)

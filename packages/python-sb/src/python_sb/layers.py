@@ -16,6 +16,15 @@ if TYPE_CHECKING:
 
 def show(invocation: Invocation) -> int:
     """Print the report; returns the exit status (255 when the rules cannot be used)."""
+    try:
+        return _show(invocation)
+    except BrokenPipeError:
+        # The reader (head, less) stopped reading: not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _show(invocation: Invocation) -> int:
     from pysandboxes._api import layer_report
     from pysandboxes._launch import LaunchRequest
     from pysandboxes._spec import Program

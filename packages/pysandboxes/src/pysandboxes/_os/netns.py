@@ -107,13 +107,13 @@ def drop_all_capabilities() -> None:
     libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # absent before 4.3
     for capability in range(64):
         if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
-            if ctypes.get_errno() == errno.EINVAL:
-                break  # past the last capability this kernel knows
-            if os.geteuid() == 0:
-                raise OSLayerUnavailable(
-                    f"cannot drop capability {capability} from the bounding set: "
-                    f"{os.strerror(ctypes.get_errno())}",
-                    provider="landlock",
-                )
-            break  # without CAP_SETPCAP the bounding set is already out of reach
+            code = ctypes.get_errno()
+            if code in (errno.EINVAL, errno.EPERM):
+                # Past the last capability this kernel knows, or no CAP_SETPCAP (bwrap
+                # dropped it already): nothing can raise the sets back in either case.
+                break
+            raise OSLayerUnavailable(
+                f"cannot drop capability {capability} from the bounding set: {os.strerror(code)}",
+                provider="landlock",
+            )
     _drop_capabilities(libc)

@@ -75,13 +75,20 @@ class _Host:
 
     def __init__(self, provider: str, abi: int) -> None:
         self.provider = provider
-        landlock = provider == "landlock" and abi > 0
-        self.files = "Landlock" if landlock else {"bwrap": "bwrap mounts"}.get(provider, NO)
+        namespaces = provider in ("bwrap", "unshare")
+        # bwrap and unshare apply Landlock inside their namespaces too.
+        landlock = (provider == "landlock" or namespaces) and abi > 0
+        files = ["bwrap mount view"] if provider == "bwrap" else []
+        files += ["Landlock"] if landlock else []
+        self.files = " + ".join(files)
         self.ports = "Landlock (TCP ports)" if landlock and abi >= 4 else NO
-        self.signals = "Landlock scope" if landlock and abi >= 6 else NO
+        signals = ["PID namespace"] if namespaces else []
+        signals += ["Landlock scope"] if landlock and abi >= 6 else []
+        self.signals = " + ".join(signals)
         self.exec = "Landlock (no execute right)" if landlock else NO
-        namespaces = provider in ("landlock", "bwrap", "unshare")
-        self.no_network = "network namespace" if namespaces else NO
+        self.no_network = (
+            "network namespace" if provider != "subprocess" and (namespaces or landlock) else NO
+        )
         self.python = provider != "none"
 
 

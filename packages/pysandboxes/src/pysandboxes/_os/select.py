@@ -32,9 +32,6 @@ DESCRIPTIONS = {
     "none": "no sandbox: the program runs with no guard and no kernel layer",
 }
 DEFAULT = "landlock"
-#: Providers the parser accepts whose kernel layer is not built yet: choosing one must
-#: never run the Python layer alone under its name.
-_NOT_BUILT = frozenset({"bwrap", "unshare"})
 
 _FIXES = {
     "landlock": "use a kernel with Landlock enabled (Linux 5.13 or later, 'landlock' in the "
@@ -74,8 +71,6 @@ def unavailable_reason(provider: str) -> str | None:
         from pysandboxes._os import landlock
 
         return landlock.unavailable_reason()
-    if provider in _NOT_BUILT:
-        return "this provider is not built in this release"
     if provider == "bwrap":
         if shutil.which("bwrap") is None:
             return "the bwrap program is not installed"
