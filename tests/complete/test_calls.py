@@ -303,9 +303,11 @@ def test_cant_open_raw_or_packet_sockets(
 def test_cant_load_certificates_from_outside_the_rules(
     sb: Runner, py: Runner, project: Path, tmp_path: Path
 ) -> None:
+    # The Python layer alone (os-sandbox=subprocess): Landlock refuses it, see
+    # tests/kernel/test_landlock.py.
     outside = tmp_path / "outside.pem"
     outside.write_text("not a certificate\n")
-    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\nos-sandbox=subprocess\n")
     code = (
         "import ssl, sys\n"
         "try:\n"
@@ -382,3 +384,45 @@ def test_cant_change_the_limits_of_another_process(sb: Runner, py: Runner, proje
         for victim in victims:
             victim.kill()
             victim.wait()
+
+
+NICE_PROBES = {
+    "setpriority": "import os, sys; os.setpriority(os.PRIO_PROCESS, int(sys.argv[1]), 7)",
+    "setpriority_of_the_user": "import os; os.setpriority(os.PRIO_USER, 0, 7)",
+    "fresh_posix": (
+        "import importlib.util, os, sys\n"
+        "posix = importlib.util.module_from_spec(importlib.util.find_spec('posix'))\n"
+        "posix.setpriority(os.PRIO_PROCESS, int(sys.argv[1]), 7)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("probe", sorted(NICE_PROBES))
+def test_cant_change_the_priority_of_another_process(
+    sb: Runner, py: Runner, project: Path, probe: str
+) -> None:
+    # CPython reports neither setpriority nor sched_setaffinity: judged copies stand in.
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+
+    def niceness(pid: int) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[16])
+
+    try:
+        if probe != "setpriority_of_the_user":  # the control would renice this test run
+            py("-c", NICE_PROBES[probe], str(victims[0].pid))
+            assert niceness(victims[0].pid) == 7
+        before = niceness(victims[1].pid)
+        result = sb("-c", NICE_PROBES[probe], str(victims[1].pid))
+        assert "is denied by the API guard" in result.stderr, result.stderr
+        assert niceness(victims[1].pid) == before
+    finally:
+        for victim in victims:
+            victim.kill()
+            victim.wait()
+
+
+def test_a_program_may_renice_itself(sb: Runner, project: Path) -> None:
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    code = "import os; os.setpriority(os.PRIO_PROCESS, 0, 3); print(os.getpriority(0, 0))"
+    assert sb("-c", code).stdout == "3\n"

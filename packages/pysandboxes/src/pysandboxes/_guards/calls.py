@@ -96,7 +96,7 @@ _NATIVE_MODULES = {
 
 #: Extension modules whose functions are replaced here: importing one again would hand
 #: out the originals.
-GUARDED_MODULES = frozenset({"_posixsubprocess", "_signal"})
+GUARDED_MODULES = frozenset({"_posixsubprocess", "_signal", "posix"})
 
 # fcntl commands and ioctl requests that make the kernel signal another process (SIGIO).
 _F_SETOWN, _F_SETOWN_EX = 8, 15
@@ -228,19 +228,25 @@ class CallGuard:
                 f"'python-api=ALLOW:native' to {self._rule_file} to allow it.",
             )
         if name in GUARDED_MODULES:
+            hint = (
+                f" To run programs, add 'python-api=ALLOW:subprocess.run' to {self._rule_file}."
+                if name == "_posixsubprocess"
+                else ""
+            )
             self._enforcer.refuse_call(
                 name,
-                "process-exec",
-                f"Importing {name} again is denied by the API guard: the sandbox keeps its "
-                "functions. To run programs, add 'python-api=ALLOW:subprocess.run' to "
-                f"{self._rule_file}.",
+                "process-exec" if name == "_posixsubprocess" else "process-control",
+                f"Importing {name} again is denied by the API guard: a fresh copy would hand "
+                f"out the functions the sandbox judges.{hint}",
             )
 
 
 #: Raised by the sealed copies of this module (the program can only refuse itself).
 EXTENSION_EVENT = "pysandboxes.extension"
 REFUSE_EVENT = "pysandboxes.refuse"
-_SEALED_EVENTS = frozenset({"subprocess.Popen", "signal.pidfd_send_signal"})
+_SEALED_EVENTS = frozenset(
+    {"subprocess.Popen", "signal.pidfd_send_signal", "os.setpriority", "os.sched_setaffinity"}
+)
 _SEALED_FILE = "<pysandboxes sealed call>"
 
 # "@0" is sys.audit and "@1" the original function, replaced in the code's constants
@@ -249,6 +255,20 @@ _REFUSING_SOURCE = """
 def refusing(*args, **kwargs):
     "@0"("pysandboxes.refuse", "@2")
     return "@1"(*args, **kwargs)
+"""
+# Unreported calls that reach other processes: allowed on this process only ("@2" is
+# os.getpid, "@3" the event a refusal names). PRIO_PROCESS is 0.
+_OWN_PRIORITY_SOURCE = """
+def setpriority(which, who, priority):
+    if which != 0 or type(who) is not int or (who != 0 and who != "@2"()):
+        "@0"("pysandboxes.refuse", "@3")
+    return "@1"(which, who, priority)
+"""
+_OWN_AFFINITY_SOURCE = """
+def sched_setaffinity(pid, mask, /):
+    if type(pid) is not int or (pid != 0 and pid != "@2"()):
+        "@0"("pysandboxes.refuse", "@3")
+    return "@1"(pid, mask)
 """
 _EXTENSION_SOURCE = """
 def create_dynamic(*args, **kwargs):
@@ -279,14 +299,30 @@ def guard_unreported(guard: CallGuard, sealed_globals: dict[str, object]) -> Non
         _refusing_copy(
             holders, "pidfd_send_signal", None, "signal.pidfd_send_signal", sealed_globals
         )
-    # Extension modules made from a spec (importlib.util.module_from_spec) reach C with
-    # no import event: the import system calls _imp.create_dynamic, judged from now on.
     from .audit import sealed_function
 
-    original = _imp.create_dynamic
-    judged = sealed_function(_EXTENSION_SOURCE, (sys.audit, original), sealed_globals, _SEALED_FILE)
-    judged.__doc__ = original.__doc__
-    _imp.create_dynamic = judged  # type: ignore[assignment]
+    for name, source in (
+        ("setpriority", _OWN_PRIORITY_SOURCE),
+        ("sched_setaffinity", _OWN_AFFINITY_SOURCE),
+    ):
+        event = f"os.{name}"
+        if hasattr(os, name) and not guard.family_allowed(event, (f"posix.{name}",)):
+            original_call = getattr(os, name)
+            objects = (sys.audit, original_call, os.getpid, event)
+            judged_call = sealed_function(source, objects, sealed_globals, _SEALED_FILE)
+            judged_call.__doc__ = original_call.__doc__
+            for holder in (os, sys.modules["posix"]):
+                setattr(holder, name, judged_call)
+    # Modules made from a spec (importlib.util.module_from_spec) reach C with no import
+    # event: the import system calls _imp.create_dynamic or create_builtin, judged now
+    # (a fresh posix would hand out the functions replaced above).
+    for name in ("create_dynamic", "create_builtin"):
+        original = getattr(_imp, name)
+        objects = (sys.audit, original)
+        judged = sealed_function(_EXTENSION_SOURCE, objects, sealed_globals, _SEALED_FILE)
+        judged.__name__ = judged.__qualname__ = name
+        judged.__doc__ = original.__doc__
+        setattr(_imp, name, judged)
 
 
 def _refusing_copy(
