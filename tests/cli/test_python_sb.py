@@ -249,3 +249,11 @@ def test_config_error_on_a_terminal_shows_the_line(python_sb: str, project: Path
     assert ".py-sandboxes(2): unknown key 'bogus-key'" in screen
     assert "→    2 │ bogus-key=1" in screen
     assert "ran" not in screen
+
+
+def test_the_banner_names_the_kernel_provider() -> None:
+    from python_sb.repl import banner
+
+    assert "and by the os-sandbox='landlock'" in banner(".py-sandboxes", provider="landlock")
+    assert "by the Python layer alone" in banner(".py-sandboxes", provider="subprocess")
+    assert "NOT SANDBOXED" in banner(".py-sandboxes", provider="none")

@@ -21,7 +21,8 @@ MARK = "⚠ "
 def banner(rule_file: str, *, learning: bool = False, provider: str = "subprocess") -> str:
     """The two lines that open a sandboxed session, and CPython's usual third.
 
-    The kernel provider is named unless it is ``subprocess`` (the Python layer alone).
+    The kernel provider is always named; ``subprocess`` and ``none`` say plainly that no
+    kernel layer stands behind the rules.
     """
     if provider == "none":
         rules = "**NOT SANDBOXED: os-sandbox='none' runs this session with no guard**"
@@ -33,7 +34,10 @@ def banner(rule_file: str, *, learning: bool = False, provider: str = "subproces
             f"and by the os-sandbox='{provider}'**"
         )
     else:
-        rules = f"**APIs are LIMITED according to the rules in '{rule_file}'**"
+        rules = (
+            f"**APIs are LIMITED according to the rules in '{rule_file}', "
+            "by the Python layer alone (os-sandbox='subprocess': no kernel layer)**"
+        )
     return (
         f"SANDBOXES Python {sys.version} on {sys.platform}\n{rules}\n"
         'Type "help", "copyright", "credits" or "license" for more information.'
