@@ -15,7 +15,6 @@ large on a tiny base: the row shows the absolute cost.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys

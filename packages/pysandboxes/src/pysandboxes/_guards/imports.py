@@ -16,8 +16,8 @@ program can reach holds a reference to the guard:
 - ``builtins.__import__`` and the import system's ``_gcd_import`` report every import
   statement and ``importlib.import_module`` call, so a module already in ``sys.modules``
   (loaded by the interpreter or by the sandbox before the program) is judged too;
-- the ``import`` event of C-level imports and the ``exec`` of a module's code put the
-  finder back at the head if the program moved it;
+- the ``exec`` of a module's code and the creation of an extension module put the finder
+  back at the head if the program moved it, and judge the module themselves;
 - a module executed by the import system (``spec_from_file_location`` and
   ``exec_module``) is judged by its name and by the file it comes from, so a standard
   module cannot be loaded under an allowed name.
@@ -183,9 +183,10 @@ class ImportGuard:
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
         """The audit events judged here."""
+        # No handler for the C-level "import" event: what a moved finder would miss is
+        # still judged when the module's code runs (exec) or is created (extension).
         return {
             EVENT: self._reported,
-            "import": self._c_import,
             "exec": self._exec,
             "pysandboxes.extension": self._extension,
         }
@@ -268,9 +269,6 @@ class ImportGuard:
                 continue
         return False
 
-    def _c_import(self, args: tuple[Any, ...]) -> None:
-        self._keep_finder_first()
-
     def _exec(self, args: tuple[Any, ...]) -> None:
         self._keep_finder_first()
         code = args[0] if args else None
@@ -319,6 +317,7 @@ class ImportGuard:
 
     def _extension(self, args: tuple[Any, ...]) -> None:
         """An extension module created from a spec (see ``calls.guard_unreported``)."""
+        self._keep_finder_first()
         spec = args[0] if args else None
         name = _exact(getattr(spec, "name", None))
         claims = (name, self._module_of_file(_exact(getattr(spec, "origin", None))))
