@@ -14,6 +14,7 @@ from pysandboxes import errors
 
 PUBLIC = [
     "ConfigSyntaxError",
+    "OSLayerUnavailable",
     "RuleApiPermissionError",
     "RuleFileNotFoundError",
     "RuleModuleNotFoundError",
@@ -21,6 +22,7 @@ PUBLIC = [
     "RuleSocketConnectionRefusedError",
     "SandBoxError",
     "__version__",
+    "enforcement_report",
     "is_in_sandbox",
     "sandbox_denials",
 ]

@@ -185,7 +185,11 @@ def plain_screen(text: str) -> str:
 
 
 def drive(terminal: Terminal, prompt: str) -> str:
-    terminal.read_until("APIs are LIMITED according to the rules in '.py-sandboxes'")
+    # The default provider on this machine is Landlock, and the banner says so.
+    terminal.read_until(
+        "APIs are LIMITED according to the rules in '.py-sandboxes' "
+        "and by the os-sandbox='landlock'"
+    )
     terminal.read_until(prompt)
     terminal.type("6 * 7")
     terminal.read_until("42")
@@ -245,3 +249,11 @@ def test_config_error_on_a_terminal_shows_the_line(python_sb: str, project: Path
     assert ".py-sandboxes(2): unknown key 'bogus-key'" in screen
     assert "→    2 │ bogus-key=1" in screen
     assert "ran" not in screen
+
+
+def test_the_banner_names_the_kernel_provider() -> None:
+    from python_sb.repl import banner
+
+    assert "and by the os-sandbox='landlock'" in banner(".py-sandboxes", provider="landlock")
+    assert "by the Python layer alone" in banner(".py-sandboxes", provider="subprocess")
+    assert "NOT SANDBOXED" in banner(".py-sandboxes", provider="none")

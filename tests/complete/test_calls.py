@@ -303,9 +303,11 @@ def test_cant_open_raw_or_packet_sockets(
 def test_cant_load_certificates_from_outside_the_rules(
     sb: Runner, py: Runner, project: Path, tmp_path: Path
 ) -> None:
+    # The Python layer alone (os-sandbox=subprocess): Landlock refuses it, see
+    # tests/kernel/test_landlock.py.
     outside = tmp_path / "outside.pem"
     outside.write_text("not a certificate\n")
-    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\nos-sandbox=subprocess\n")
     code = (
         "import ssl, sys\n"
         "try:\n"
@@ -315,3 +317,112 @@ def test_cant_load_certificates_from_outside_the_rules(
     )
     assert "SSLError" in py("-c", code, str(outside)).stdout  # opened, then parsed
     assert "RuleFileNotFoundError" in sb("-c", code, str(outside)).stdout
+
+
+EXTENSION_FROM_SPEC = """
+import importlib.util, sys
+spec = importlib.util.find_spec("_ctypes")
+try:
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules["_ctypes"] = module
+    import ctypes
+    text = "immutable-string"
+    memmove = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)(
+        module._memmove_addr
+    )
+    memmove(id(text) + 48, b"MUTATED!", 8)
+    print(text)
+except ImportError as exc:
+    print("REFUSED", type(exc).__name__, exc)
+"""
+
+
+def test_cant_make_ctypes_from_a_spec(sb: Runner, py: Runner, project: Path) -> None:
+    # module_from_spec creates an extension module with no import event; ctypes'
+    # _memmove_addr then writes interpreter memory with no audit event at all.
+    assert "MUTATED!e-string" in py("-c", EXTENSION_FROM_SPEC).stdout
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    result = sb("-c", EXTENSION_FROM_SPEC)
+    assert "MUTATED" not in result.stdout, result.stdout
+    assert "REFUSED RuleModuleNotFoundError Importing _ctypes is denied" in result.stdout
+
+
+def test_the_original_of_a_judged_copy_is_out_of_reach(sb: Runner, project: Path) -> None:
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    code = (
+        "import _posixsubprocess as p\n"
+        "print(p.fork_exec.__closure__, p.fork_exec.__globals__)\n"
+        "try:\n    p.fork_exec.__code__\nexcept PermissionError as exc:\n    print('REFUSED')\n"
+    )
+    result = sb("-c", code)
+    assert result.stdout == "None {'__builtins__': <module 'builtins' (built-in)>}\nREFUSED\n", (
+        result.stderr
+    )
+
+
+def test_cant_change_the_limits_of_another_process(sb: Runner, py: Runner, project: Path) -> None:
+    # prlimit(pid, RLIMIT_CPU, (1, 1)) kills another process of the same user.
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    code = (
+        "import resource, sys; resource.prlimit(int(sys.argv[1]), resource.RLIMIT_NOFILE, (7, 7))"
+    )
+    victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+
+    def open_files_limit(pid: int) -> str:
+        limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
+        return next(line for line in limits if line.startswith("Max open files")).split()[3]
+
+    try:
+        py("-c", code, str(victims[0].pid))
+        assert open_files_limit(victims[0].pid) == "7"
+        before = open_files_limit(victims[1].pid)
+        result = sb("-c", code, str(victims[1].pid))
+        assert "resource.prlimit() is denied by the API guard" in result.stderr, result.stderr
+        assert open_files_limit(victims[1].pid) == before
+    finally:
+        for victim in victims:
+            victim.kill()
+            victim.wait()
+
+
+NICE_PROBES = {
+    "setpriority": "import os, sys; os.setpriority(os.PRIO_PROCESS, int(sys.argv[1]), 7)",
+    "setpriority_of_the_user": "import os; os.setpriority(os.PRIO_USER, 0, 7)",
+    "fresh_posix": (
+        "import importlib.util, os, sys\n"
+        "posix = importlib.util.module_from_spec(importlib.util.find_spec('posix'))\n"
+        "posix.setpriority(os.PRIO_PROCESS, int(sys.argv[1]), 7)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("probe", sorted(NICE_PROBES))
+def test_cant_change_the_priority_of_another_process(
+    sb: Runner, py: Runner, project: Path, probe: str
+) -> None:
+    # CPython reports neither setpriority nor sched_setaffinity: judged copies stand in.
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+
+    def niceness(pid: int) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[16])
+
+    try:
+        if probe != "setpriority_of_the_user":  # the control would renice this test run
+            py("-c", NICE_PROBES[probe], str(victims[0].pid))
+            assert niceness(victims[0].pid) == 7
+        before = niceness(victims[1].pid)
+        result = sb("-c", NICE_PROBES[probe], str(victims[1].pid))
+        assert "is denied by the API guard" in result.stderr, result.stderr
+        assert niceness(victims[1].pid) == before
+    finally:
+        for victim in victims:
+            victim.kill()
+            victim.wait()
+
+
+def test_a_program_may_renice_itself(sb: Runner, project: Path) -> None:
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    code = "import os; os.setpriority(os.PRIO_PROCESS, 0, 3); print(os.getpriority(0, 0))"
+    assert sb("-c", code).stdout == "3\n"

@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
     from conftest import Runner
 
 #: Modules the probes themselves need: their imports are not what is tested.
-BASE_RULES = "expose-ro=.\npython-import=importlib, pkgutil, os\n"
+BASE_RULES = "expose-ro=.\npython-import=importlib, pkgutil, os, tempfile\n"
 
 PROBES = {
     "import_statement": "import csv",
@@ -49,6 +49,27 @@ PROBES = {
         "sys.meta_path = [f for f in sys.meta_path if 'Rules' not in type(f).__name__]\n"
         "import csv\n"
     ),
+    "entry_point_load": (
+        "import importlib.metadata as m\nm.EntryPoint(name='x', value='wave', group='g').load()\n"
+    ),
+    "resources_files": "import importlib.resources as r\nr.files('wave')\n",
+    "loader_on_a_bare_module": (
+        "import json, os\n"
+        "loader = type(json.__loader__)\n"
+        "module = type(sys)('json')\n"
+        "loader('json', os.path.join(os.path.dirname(os.__file__), 'csv.py')).exec_module(module)\n"
+        "sys.modules['csv'] = module\n"
+    ),
+    "file_claiming_a_library_path": (
+        # A file of the program, named through a path that starts like a library's.
+        "import json, os\n"
+        "import tempfile\n"
+        "private = tempfile.gettempdir()\n"
+        "open(private + '/x.py', 'w').write('import csv\\n')\n"
+        "claimed = os.path.dirname(json.__file__) + '/..' * 12 + private + '/x.py'\n"
+        "loader = type(json.__loader__)\n"
+        "loader('json', claimed).exec_module(type(sys)('json'))\n"
+    ),
     "builtins_import_replaced": (
         "import builtins, importlib\nbuiltins.__import__ = importlib.__import__\nimport csv\n"
     ),
@@ -68,16 +89,21 @@ def probe(body: str, module: str = "csv") -> str:
     )
 
 
+#: Routes that ask for ``wave``: the module behind them imports csv for itself.
+ASKS_FOR_WAVE = ("entry_point_load", "resources_files")
+
+
 @pytest.mark.parametrize("route", sorted(PROBES))
 def test_cant_import_an_unlisted_module(sb: Runner, py: Runner, project: Path, route: str) -> None:
-    code = probe(PROBES[route])
+    module = "wave" if route in ASKS_FOR_WAVE else "csv"
+    code = probe(PROBES[route], module)
     control = py("-c", code)
     assert "LOADED True" in control.stdout, control.stdout + control.stderr
     (project / ".py-sandboxes").write_text(BASE_RULES + "python-import=json\n")
     result = sb("-c", code)
     assert "REFUSED RuleModuleNotFoundError" in result.stdout, result.stdout + result.stderr
     assert "LOADED False" in result.stdout, result.stdout + result.stderr
-    assert "Add 'python-import=csv' to .py-sandboxes to allow it." in result.stdout
+    assert f"Add 'python-import={module}' to .py-sandboxes to allow it." in result.stdout
 
 
 def test_the_allowed_route_works(sb: Runner, project: Path) -> None:
@@ -165,3 +191,15 @@ def test_an_import_right_is_not_a_call_right(sb: Runner, project: Path) -> None:
     (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=os\n")
     result = sb("-c", "import os; os.system('true')")
     assert "RuleApiPermissionError" in result.stderr, result.stderr
+
+
+def test_a_kept_package_does_not_open_its_submodules(sb: Runner, project: Path) -> None:
+    # asyncio may be imported without a rule, as in pysandboxes 0.7.0; asyncio.subprocess
+    # needs python-import=asyncio.
+    (project / ".py-sandboxes").write_text(BASE_RULES)
+    code = probe("import asyncio\nimport asyncio.subprocess", "asyncio.subprocess")
+    result = sb("-c", code)
+    assert "REFUSED RuleModuleNotFoundError" in result.stdout, result.stdout + result.stderr
+    assert "Add 'python-import=asyncio'" in result.stdout
+    (project / ".py-sandboxes").write_text(BASE_RULES + "python-import=asyncio\n")
+    assert "LOADED True" in sb("-c", code).stdout

@@ -39,11 +39,12 @@ class Listener:
             try:
                 if self.kind == socket.SOCK_STREAM:
                     conn, _ = self.sock.accept()
+                    self.received += 1  # counted before the client can see the reply
                     conn.sendall(b"hello\n")
                     conn.close()
                 else:
                     self.sock.recvfrom(100)
-                self.received += 1
+                    self.received += 1
             except OSError:
                 continue
 
@@ -284,3 +285,30 @@ def test_cant_connect_with_a_tuple_subclass(
     result = sb("-c", code)
     assert "REFUSED RuleSocketConnectionRefusedError" in result.stdout, result.stderr
     assert tcp.received == before
+
+
+PINNED_LOOKUP = """
+import socket, sys
+asked = []
+sys.addaudithook(lambda e, args: asked.append(args[0]) if e == "socket.getaddrinfo" else None)
+infos = socket.getaddrinfo("LocalHost", {port}, type=socket.SOCK_STREAM)
+print("ANSWER", sorted({{info[4][0] for info in infos}}))
+print("SYSTEM ASKED", asked)
+with socket.create_connection(("localhost", {port}), timeout=5) as conn:
+    print("GOT", conn.recv(10))
+"""
+
+
+def test_names_of_the_rules_resolve_to_their_pinned_addresses(
+    sb: Runner, py: Runner, project: Path, tcp: Listener
+) -> None:
+    # The answer comes from the rules (pinned when they were read), not from a fresh
+    # lookup a DNS server could change: the system resolver is never asked.
+    control = py("-c", PINNED_LOOKUP.format(port=tcp.port))
+    assert "SYSTEM ASKED ['LocalHost']" in control.stdout, control.stdout + control.stderr
+    rules(project, f"net=ALLOW|tcp|localhost|{tcp.port}|OUT", "python-api=ALLOW:sys.addaudithook")
+    result = sb("-c", PINNED_LOOKUP.format(port=tcp.port))
+    assert result.returncode == 0, result.stderr
+    assert "ANSWER ['127.0.0.1']" in result.stdout
+    assert "SYSTEM ASKED []" in result.stdout
+    assert "GOT b'hello\\n'" in result.stdout

@@ -7,11 +7,13 @@ checks the kernel refused it and nothing happened.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from kernelprobes import NATIVE, NATIVE_RULES, Listener, need_abi
 
 TYPE_CHECKING = False
@@ -236,3 +238,23 @@ def test_cant_load_certificates_from_outside_the_rules(
     assert py("-c", LOAD_CERTIFICATES, str(outside)).stdout == "SSLError\n"  # opened, parsed
     result = sb("-c", LOAD_CERTIFICATES, str(outside))
     assert result.stdout == "PermissionError\n", result.stderr
+
+
+CAPABILITIES = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+header = (ctypes.c_uint32 * 2)(0x20080522, 0)
+sets = (ctypes.c_uint32 * 6)()
+libc.capget(ctypes.byref(header), ctypes.byref(sets))
+print("EFFECTIVE", sets[0] | sets[3] << 32)
+"""
+
+
+def test_root_keeps_no_capability(sb: Runner, py: Runner, project: Path):
+    if os.geteuid() != 0:
+        pytest.skip("not running as root: there are no capabilities to drop")
+    script = probe(project, CAPABILITIES)
+    assert py(script).stdout != "EFFECTIVE 0\n"
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    result = sb(script)
+    assert result.stdout == "EFFECTIVE 0\n", result.stderr

@@ -105,3 +105,42 @@ def test_layer_applies_to_an_unprivileged_user(world: Path) -> None:
         assert listener.received == received
     finally:
         listener.close()
+
+
+@pytest.mark.parametrize(("provider", "hidden"), [("bwrap", "ENOENT"), ("unshare", "EACCES")])
+def test_namespace_providers_run_for_an_unprivileged_user(
+    world: Path, provider: str, hidden: str
+) -> None:
+    from pysandboxes._os.select import unavailable_reason
+
+    python = _system_python()
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider} cannot run here: {reason}")
+    secret = world / "secret.txt"
+    secret.write_text("readable by nobody, outside the rules")
+    project = world / "project"
+    (project / ".py-sandboxes").write_text(NATIVE_RULES + f"os-sandbox={provider}\n")
+    listener = Listener(2)  # SOCK_DGRAM
+    try:
+        body = PROBE.format(secret=str(secret).encode(), port=listener.port)
+        (project / "probe.py").write_text(NATIVE + body)
+        for path in [world, *world.rglob("*")]:
+            path.chmod(0o755 if path.is_dir() else 0o644)
+        launch = LAUNCH.format(lib=str(world / "lib"))
+        result = subprocess.run(
+            [*NOBODY, python, "-I", "-c", launch, "probe.py"],
+            cwd=project,
+            env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        lines = [*result.stdout.splitlines(), "", "", ""]
+        assert lines[0] == f"REFUSED {hidden}", result.stderr
+        assert lines[2] == "65534", result.stderr  # the same user inside its namespace
+        time.sleep(0.3)
+        assert listener.received == 0, "the datagram left the sandbox's network namespace"
+    finally:
+        listener.close()

@@ -50,7 +50,7 @@ def test_first_run_learns_and_the_second_does_the_same_work(
     assert oct(rule_file.stat().st_mode & 0o777) == "0o644"
     assert "python-sb learned" in first.stderr
     if landlock.unavailable_reason() is None:
-        assert "the kernel layer (Landlock) was relaxed for this learning run only" in (
+        assert "the kernel layer (landlock) was relaxed for this learning run only" in (
             first.stderr
         )
     (project / "out" / "report.json").unlink()

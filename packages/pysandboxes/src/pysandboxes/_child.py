@@ -8,12 +8,13 @@ then the audit hook, then the wrappers, and only then does any code of the progr
 
 from __future__ import annotations
 
+import builtins
 import os
 import sys
 
 from pysandboxes import _mode, _runner
 from pysandboxes._enforce import Enforcing, Messages
-from pysandboxes._guards import filewraps
+from pysandboxes._guards import dnspins, filewraps
 from pysandboxes._guards.audit import AuditHook
 from pysandboxes._guards.calls import CallGuard, guard_unreported
 from pysandboxes._guards.dynamic import DynamicCodeGuard
@@ -23,8 +24,9 @@ from pysandboxes._guards.integrity import IntegrityGuard
 from pysandboxes._guards.network import NetworkGuard
 from pysandboxes._guards.paths import Resolver
 from pysandboxes._policy.judge import ApiJudge, FileJudge, ImportJudge, NetJudge
-from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._spec import LaunchSpec, decode
+from pysandboxes._view import exposures as _exposures
+from pysandboxes._view import interpreter_roots, module_files, plan_for
 from pysandboxes.errors import OSLayerUnavailable
 
 TYPE_CHECKING = False
@@ -35,10 +37,6 @@ if TYPE_CHECKING:
     from pysandboxes._os.plan import AppliedLayer
     from pysandboxes._spec import Program
 
-_PYTHON = Origin("<python>", 0, "the interpreter's own files")
-_PROGRAM = Origin("<program>", 0, "the module run with -m")
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
-
 
 def _read_spec(fd: int) -> LaunchSpec:
     chunks: list[bytes] = []
@@ -48,96 +46,68 @@ def _read_spec(fd: int) -> LaunchSpec:
     return decode(b"".join(chunks))
 
 
-def interpreter_roots() -> list[str]:
-    """The interpreter's own trees: stdlib, site-packages, installed paths; never the cwd.
-
-    Entries that came from ``PYTHONPATH`` are left out: a variable forwarded by a rule
-    must not widen what the sandbox may read.
-    """
-    from_env = set(os.environ.get("PYTHONPATH", "").split(os.pathsep)) - {""}
-    roots: list[str] = []
-    candidates = [os.path.dirname(os.__file__)]  # the standard library
-    try:
-        import site
-
-        candidates += site.getsitepackages()
-    except (ImportError, AttributeError):
-        pass  # -S: no site module work, sys.path says what is used
-    candidates += [p for p in sys.path if p and p not in from_env]
-    candidates += [os.path.dirname(sys.executable), _OWN_DIR]
-    for path in candidates:
-        if not path or not os.path.isabs(path) or not os.path.exists(path):
-            continue
-        real = os.path.realpath(path)
-        if real not in roots and real != "/":
-            roots.append(real)
-    return roots
-
-
-def module_files(module: str) -> list[str]:
-    """The files ``-m module`` runs: each package's ``__init__.py`` on the way and the
-    module itself (or the package's ``__main__.py``), found without importing anything.
-
-    They are the program, as a script's file is: readable without a rule. Their
-    neighbours are not.
-    """
-    from importlib.machinery import PathFinder
-
-    found: list[str] = []
-    locations: list[str] | None = [p if p else os.getcwd() for p in sys.path]
-    for part in [*module.split("."), "__main__"]:
-        spec = PathFinder.find_spec(part, locations)
-        if spec is None:
-            break
-        if spec.origin and spec.has_location:
-            found.append(os.path.realpath(spec.origin))
-        if spec.submodule_search_locations is None:
-            break
-        locations = list(spec.submodule_search_locations)
-    return found
-
-
-def _exposures(spec: LaunchSpec, roots: list[str], program: list[str]) -> list[ExposeRule]:
-    implicit = [ExposeRule(root, False, os.path.isdir(root), _PYTHON) for root in roots]
-    implicit += [ExposeRule(path, False, False, _PROGRAM) for path in program]
-    executable = os.path.realpath(sys.executable)
-    implicit.append(ExposeRule(executable, False, False, _PYTHON))
-    # The rules come after the implicit grants: a rule on the same path decides.
-    by_path = {rule.path: rule for rule in (*implicit, *spec.implicit, *spec.policy.expose)}
-    return list(by_path.values())
-
-
 def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -> AppliedLayer:
-    """Have the kernel enforce the rules on this process and all it starts: Landlock, and a
-    network namespace of its own when no ``net=`` rule allows anything.
+    """Have the kernel enforce the rules on this process and all it starts.
 
-    Applied only where the kernel has Landlock; elsewhere nothing is applied and the
-    returned layer says why. Call it while the interpreter is single-threaded.
+    Under ``landlock``: Landlock, and a network namespace of its own when no ``net=``
+    rule allows anything. Under ``bwrap`` and ``unshare``, the namespaces are made
+    already (by the provider's program, from the trusted side's plan): this drops the
+    capabilities an ``unshare`` user namespace grants, then applies Landlock inside the
+    namespaces too, with the namespace's own ``/proc`` readable. Where the kernel has
+    no Landlock, the returned layer says why. Call it while single-threaded.
 
     Raises:
-        OSLayerUnavailable: the kernel has Landlock but refused the rules.
+        OSLayerUnavailable: the kernel refused the rules or the capability drop.
     """
     from pysandboxes._os import landlock
-    from pysandboxes._os.plan import AppliedLayer
-    from pysandboxes._policy.confinement import compile_plan
+    from pysandboxes._os.command import WRAPPING
+    from pysandboxes._os.plan import AppliedLayer, in_namespaces
 
+    namespaced = spec.provider in WRAPPING
     try:
+        if spec.provider == "unshare":
+            from pysandboxes._os.unshare import drop_capabilities
+
+            try:
+                drop_capabilities()
+            except OSError as exc:
+                raise OSLayerUnavailable(str(exc.strerror), provider="unshare") from exc
+        plan = plan_for(spec, roots, program, ("/proc",) if namespaced else ())
         reason = landlock.unavailable_reason()
         if reason is not None:
-            return AppliedLayer("none", missing=(("landlock", reason),))
-        exposures = _exposures(spec, roots, program)
-        venv = [os.path.join(sys.prefix, "pyvenv.cfg")] if sys.prefix != sys.base_prefix else []
-        plan = compile_plan(spec.policy, exposures, spec.tempdir, venv)
-        if not plan.network:
+            layer = AppliedLayer("none", missing=(("landlock", reason),))
+        else:
             from pysandboxes._os.netns import isolate_network
 
-            isolate_network()
-        return landlock.apply(plan)
+            if not plan.network and not namespaced:
+                isolate_network()
+            layer = landlock.apply(plan)
+        # As root the process would keep root's capabilities, which Landlock does not
+        # mediate (host name, clock, BPF...): give them all up, under every provider.
+        from pysandboxes._os.netns import drop_all_capabilities
+
+        drop_all_capabilities()
+        return in_namespaces(spec.provider, plan, layer) if namespaced else layer
     finally:
         # The binding's ctypes must not stay imported: a cached module skips the import
         # check that keeps ctypes from a program without a native grant.
         for name in [n for n in sys.modules if n.partition(".")[0] in ("ctypes", "_ctypes")]:
             del sys.modules[name]
+
+
+def restore_terminal_signals() -> None:
+    """Undo what the trusted side did for a provider's program: ^C and ^\\ ignored.
+
+    The program in front (bwrap, unshare) shares the terminal's process group and must
+    not die of a ^C meant for the program; ignored signals stay ignored across ``exec``,
+    so this interpreter gets them back as CPython would have set them.
+    """
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> None:
@@ -150,7 +120,10 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
     hook = AuditHook()
     hook.globals["__builtins__"] = {}
     internal = _internal_modules()
-    own_globals = [vars(module) for module in internal.values()] + [hook.globals]
+    # Globals of the judged copies of unreported functions: watched like the guards' own,
+    # with the real builtins (C code run under such a frame looks __import__ up there).
+    sealed_globals: dict[str, object] = {"__builtins__": builtins}
+    own_globals = [vars(module) for module in internal.values()] + [hook.globals, sealed_globals]
     dynamic = DynamicCodeGuard(
         api,
         enforcer,
@@ -161,7 +134,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
         interactive=spec.program.kind == "repl" or bool(sys.flags.interactive),
     )
     integrity = IntegrityGuard(
-        own_globals,
+        own_globals[:-1],
         _classes(internal),
         hook.globals,
         [_runner.__dict__],
@@ -170,6 +143,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
         api,
         enforcer,
         spec.rule_file,
+        sealed_globals,
     )
     hook.add(files.events)
     network = NetworkGuard(NetJudge(policy.net), policy, enforcer, spec.rule_file)
@@ -191,7 +165,8 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
     if not import_judge.allows_any:  # python-import=* switches the guard off
         hook.add(imports.events)
         imports.install()
-    guard_unreported(calls)  # before the hook: importing it afterwards is refused
+    guard_unreported(calls, sealed_globals)  # before the hook: importing it afterwards is refused
+    dnspins.install(policy.pins)  # before the hook, which guards the functions it builds
     hook.install()
     filewraps.install(files.metadata_seen)
     _hide(internal)
@@ -265,7 +240,7 @@ def main() -> tuple[Program, CodeType | None]:
     spec = _read_spec(int(sys.argv[1]))
     _mode.enter_sandbox()
     _runner.adjust_on_import(spec.tempdir)
-    _runner.session.update(rule_file=spec.rule_file, tempdir=spec.tempdir)
+    _runner.session.update(rule_file=spec.rule_file, tempdir=spec.tempdir, provider=spec.provider)
     program = spec.program
     code = None
     if program.kind == "script":
@@ -294,10 +269,17 @@ def main() -> tuple[Program, CodeType | None]:
         # The pipe is the child's alone: programs it starts must not write events.
         os.set_inheritable(spec.learning.event_fd, False)
     try:
-        if spec.learning is None:  # learning relaxes the kernel layer for this run only
+        if spec.provider in ("landlock", "bwrap", "unshare"):
             apply_kernel_layer(spec, roots, files)
     except OSLayerUnavailable as exc:
         print(f"python-sb: the kernel layer cannot be applied: {exc}", file=sys.stderr)
         sys.exit(255)
-    install_guards(spec, roots, files)
+    if spec.provider in ("bwrap", "unshare"):
+        restore_terminal_signals()
+    if spec.provider == "unshare":
+        from pysandboxes._os.unshare import become_init
+
+        become_init()  # pid 1 ignores unhandled signals: the program runs as pid 2
+    if spec.provider != "none":  # 'none' asks for no sandbox at all; the banner says so
+        install_guards(spec, roots, files)
     return program, code

@@ -16,6 +16,8 @@ import sys
 
 from pysandboxes._learn.launch import LearnRun, learning_output
 from pysandboxes._learn.launch import start as start_learning
+from pysandboxes._os.command import WRAPPING, command_for
+from pysandboxes._os.select import select
 from pysandboxes._policy.discover import discover
 from pysandboxes._policy.envres import resolve_env
 from pysandboxes._policy.lines import display_name
@@ -99,11 +101,18 @@ def build_spec(
     """The child's spec and environment, and the learning run if the run learns. The
     caller owns ``spec.tempdir`` and the learning pipe, and removes them."""
     policy, found = load_rules(request, cwd, env)
+    selection = select(policy, env)  # OSLayerUnavailable: never a silent downgrade
+    for provider, why in selection.passed_over:
+        print(
+            f"python-sb: os-sandbox '{provider}' cannot run here ({why}); "
+            f"'{selection.provider}', next in {selection.source}, is used instead.",
+            file=sys.stderr,
+        )
     child_env = resolve_env(policy, env)
     output = learning_output(request.learn, policy, found, cwd, given=bool(request.extra_rules))
     learning = None
     if output is not None:
-        learning, child_env = start_learning(output, policy, env, child_env)
+        learning, child_env = start_learning(output, policy, env, child_env, selection.provider)
     if request.program.kind == "repl" and "TERM" in env and "TERM" not in child_env:
         # The interactive session draws on the terminal; TERM says how, nothing more.
         child_env["TERM"] = env["TERM"]
@@ -123,6 +132,8 @@ def build_spec(
         implicit=_implicit(tempdir),
         tempdir=tempdir,
         learning=learning.spec if learning is not None else None,
+        # A learning run lets everything through: the kernel layer is relaxed for it alone.
+        provider="subprocess" if learning is not None else selection.provider,
     )
     return spec, child_env, learning
 
@@ -160,19 +171,30 @@ def blank_environment_block() -> None:
         pass  # not Linux, or /proc is unavailable: the kernel layer must cover it
 
 
-def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str]) -> int:
+def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str], cwd: str) -> int:
     read_end, write_end = os.pipe()
-    os.set_inheritable(read_end, True)
+    os.set_inheritable(read_end, True)  # bwrap and unshare keep inherited descriptors
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     argv = [sys.executable, *flags, "-c", BOOT.format(path=package_parent), str(read_end)]
+    executable, argv = command_for(spec, child_env, argv, cwd)
+    # The provider's program stays in the terminal's process group: a ^C there must reach
+    # the program (the waiter relays it), not end the provider. The child restores them.
+    wrapped = spec.provider in WRAPPING
+    saved = [signal.signal(s, signal.SIG_IGN) for s in _TERMINAL_SIGNALS] if wrapped else []
     try:
-        pid = os.posix_spawn(sys.executable, argv, child_env, setsigmask=())
+        pid = os.posix_spawn(executable, argv, child_env, setsigmask=())
     finally:
         os.close(read_end)
+        for number, handler in zip(_TERMINAL_SIGNALS, saved, strict=False):
+            signal.signal(number, handler)
     with os.fdopen(write_end, "wb") as pipe:
         pipe.write(encode(spec))
     return pid
 
+
+_TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
+#: How the waiter relays signals, per provider (see ``_waiter.wait``).
+_RELAY = {"bwrap": "session", "unshare": "init"}
 
 #: What the trusted side becomes once the child runs (see ``_waiter``).
 WAITER = (
@@ -190,13 +212,14 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
 
     Raises:
         ConfigSyntaxError: the rules cannot be used; nothing was started.
+        OSLayerUnavailable: the kernel provider the rules ask for cannot run here.
     """
     cwd = os.path.abspath(cwd or os.getcwd())
     spec, child_env, learning = build_spec(request, cwd, os.environ)
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     tempdir = spec.tempdir or ""
     try:
-        pid = _spawn(spec, child_env, request.python_flags)
+        pid = _spawn(spec, child_env, request.python_flags, cwd)
     except BaseException:
         if tempdir:
             remove_tree(tempdir)
@@ -206,7 +229,9 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
         if learning is not None:
             learning.close_child_end()
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    relay = _RELAY.get(spec.provider, "")
     argv = [sys.executable, "-I", "-S", "-c", WAITER.format(path=package_parent), str(pid), tempdir]
+    argv.append(relay)
     if learning is not None:
         # The waiter learns too: it gets the pipe and the plan, still no environment.
         from pysandboxes._learn.session import plan_argument
@@ -220,10 +245,10 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     except OSError:
         blank_environment_block()  # the host environment stays here: hide what we can
     if learning is None:
-        return finish(wait(pid), tempdir)
+        return finish(wait(pid, relay), tempdir)
     from pysandboxes._learn.session import Collector, conclude
 
     collector = Collector(learning.read_fd)
-    status = wait(pid)
+    status = wait(pid, relay)
     conclude(learning.plan(cwd, os.environ, spec.policy), collector.finish())
     return finish(status, tempdir)

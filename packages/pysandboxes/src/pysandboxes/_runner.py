@@ -152,7 +152,11 @@ def _die_by_sigint() -> None:
 
 #: The rule file as shown to the user and the private temporary directory, for the
 #: interactive session (set by the sandboxed interpreter's bootstrap).
-session: dict[str, str | None] = {"rule_file": ".py-sandboxes", "tempdir": None}
+session: dict[str, str | None] = {
+    "rule_file": ".py-sandboxes",
+    "tempdir": None,
+    "provider": "subprocess",
+}
 
 
 def interact(namespace: dict[str, object]) -> None:
@@ -179,11 +183,14 @@ def interact(namespace: dict[str, object]) -> None:
         if sys.stdin.isatty() and sys.stdout.isatty():
             banner = (
                 f"SANDBOXES Python {sys.version} on {sys.platform}\n"
-                f"**APIs are LIMITED according to the rules in '{rule_file}'**"
+                f"**APIs are LIMITED according to the rules in '{rule_file}' "
+                f"and by the os-sandbox='{session['provider']}'**"
             )
         code.interact(banner=banner, local=namespace, exitmsg="")
         return
-    python_sb_interact(namespace, rule_file, session["tempdir"])
+    python_sb_interact(
+        namespace, rule_file, session["tempdir"], session["provider"] or "subprocess"
+    )
 
 
 def adjust_on_import(tempdir: str | None) -> None:

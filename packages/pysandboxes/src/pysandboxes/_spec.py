@@ -69,6 +69,8 @@ class LaunchSpec:
             temporary directory.
         tempdir: the private temporary directory, or ``None``.
         learning: set when the run learns (nothing is refused, everything is recorded).
+        provider: the kernel provider of the run (``landlock``, ``bwrap``...), chosen by
+            the trusted side; the child applies Landlock itself when it is ``landlock``.
     """
 
     policy: Policy
@@ -79,6 +81,7 @@ class LaunchSpec:
     implicit: tuple[ExposeRule, ...]
     tempdir: str | None
     learning: LearnSpec | None = None
+    provider: str = "subprocess"
 
 
 def _records() -> dict[str, type]:

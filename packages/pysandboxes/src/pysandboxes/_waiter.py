@@ -38,24 +38,49 @@ def remove_tree(path: str) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def wait(pid: int) -> int:
-    """Forward signals to ``pid`` until it ends; return its wait status.
+def wait(pid: int, relay: str = "") -> int:
+    """Forward signals to the program until ``pid`` ends; return its wait status.
 
-    The caller has blocked ``WATCHED``. A signal the kernel sent to the whole process
-    group (a terminal's ^C) reached the program already and is not sent twice.
+    The caller has blocked ``WATCHED``. ``relay`` says where the program is:
+
+    - ``""``: ``pid`` is the program. A signal the kernel sent to the whole process group
+      (a terminal's ^C) reached it already and is not sent twice.
+    - ``"session"``: ``pid`` is bwrap, which relays nothing; the program runs in a
+      session of its own, led by bwrap's child, out of the terminal's reach. Every
+      signal, the terminal's included, goes to that session's process group.
+    - ``"init"``: ``pid`` is unshare, which ignores ^C and ``SIGTERM``; its child (the
+      namespace's pid 1) relays to the program, which shares the terminal's group.
     """
     while True:
         info = signal.sigwaitinfo(WATCHED)
         if info.si_signo != signal.SIGCHLD:
-            if info.si_code != _SI_KERNEL:
-                try:
-                    os.kill(pid, info.si_signo)
-                except ProcessLookupError:
-                    pass
+            if info.si_code != _SI_KERNEL or relay == "session":
+                _forward(pid, relay, info.si_signo)
             continue
         done, status = os.waitpid(pid, os.WNOHANG)
         if done == pid:
             return status
+
+
+def _forward(pid: int, relay: str, number: int) -> None:
+    child = _first_child(pid) if relay else None
+    try:
+        if relay == "session" and child is not None:
+            os.killpg(child, number)
+        else:
+            os.kill(child or pid, number)
+    except ProcessLookupError:
+        pass
+
+
+def _first_child(pid: int) -> int | None:
+    """The first child of ``pid`` (the kernel lists them in ``/proc``), if it has one."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as handle:
+            children = handle.read().split()
+    except OSError:
+        return None
+    return int(children[0]) if children else None
 
 
 def finish(status: int, tempdir: str) -> int:
@@ -77,15 +102,17 @@ def finish(status: int, tempdir: str) -> int:
 
 
 def main() -> None:
-    """Entry point after ``exec``: ``argv`` is the child's pid and the temporary dir, then
-    the plan of a learning run when there is one (see ``_learn.session``)."""
+    """Entry point after ``exec``: ``argv`` is the child's pid, the temporary dir, how
+    signals are relayed (see ``wait``), then the plan of a learning run when there is one
+    (see ``_learn.session``)."""
     pid, tempdir = int(sys.argv[1]), sys.argv[2]
-    if len(sys.argv) < 4:
-        sys.exit(finish(wait(pid), tempdir))
+    relay = sys.argv[3] if len(sys.argv) > 3 else ""
+    if len(sys.argv) < 5:
+        sys.exit(finish(wait(pid, relay), tempdir))
     from pysandboxes._learn.session import Collector, conclude, parse_plan
 
-    plan = parse_plan(sys.argv[3])
+    plan = parse_plan(sys.argv[4])
     collector = Collector(plan.fd)  # events are read as they come: a SIGKILL loses none
-    status = wait(pid)
+    status = wait(pid, relay)
     conclude(plan, collector.finish())
     sys.exit(finish(status, tempdir))

@@ -46,13 +46,17 @@ def main(args: list[str] | None = None) -> int:
         os.execv(sys.executable, [sys.executable, invocation.target])
     if invocation.action == "show-rules":
         return _run(invocation, show=True)
+    if invocation.action == "show-layers":
+        from .layers import show as show_layers
+
+        return show_layers(invocation)
     return _run(invocation)
 
 
 def _run(invocation: object, *, show: bool = False) -> int:
     from pysandboxes._launch import LaunchRequest, run
     from pysandboxes._spec import Program
-    from pysandboxes.errors import ConfigSyntaxError
+    from pysandboxes.errors import ConfigSyntaxError, OSLayerUnavailable
 
     from .argv import Invocation
 
@@ -77,4 +81,7 @@ def _run(invocation: object, *, show: bool = False) -> int:
         from .errors import report
 
         report(exc)
+        return CONFIG_ERROR
+    except OSLayerUnavailable as exc:
+        print(f"python-sb: {exc}", file=sys.stderr)
         return CONFIG_ERROR

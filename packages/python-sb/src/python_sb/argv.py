@@ -32,7 +32,8 @@ class Invocation:
     """What a ``python-sb`` command line asks for.
 
     Attributes:
-        action: ``run``, ``help``, ``version``, ``python-help`` or ``show-rules``.
+        action: ``run``, ``help``, ``version``, ``python-help``, ``show-rules`` or
+            ``show-layers``.
         kind: ``script``, ``module``, ``command``, ``stdin`` or ``interactive`` (no program:
             a prompt when standard input is a terminal, else its text is the program).
         target: the script, module or command.
@@ -41,6 +42,7 @@ class Invocation:
         rules: ``--key=value`` sandbox options, as ``key=value`` rules.
         config: ``--pysandboxes-config``.
         learn: ``--learn[=FILE]``: ``None`` when absent, ``""`` for a bare ``--learn``.
+        report: for ``show-layers``, ``table`` or ``json``.
     """
 
     action: str = "run"
@@ -51,6 +53,7 @@ class Invocation:
     rules: tuple[str, ...] = ()
     config: str | None = None
     learn: str | None = None
+    report: str = ""
 
 
 def split(argv: Sequence[str]) -> Invocation:
@@ -60,9 +63,13 @@ def split(argv: Sequence[str]) -> Invocation:
     config: str | None = None
     learn: str | None = None
     show = False
+    layers = ""
     i = 0
 
     def result(**kwargs: object) -> Invocation:
+        if layers and kwargs.get("action", "run") == "run":
+            kwargs["action"] = "show-layers"
+            kwargs["report"] = layers
         if show and kwargs.get("action", "run") == "run":
             kwargs["action"] = "show-rules"
         return Invocation(
@@ -104,6 +111,10 @@ def split(argv: Sequence[str]) -> Invocation:
                 learn = value if equal else ""
             elif name == "show-rules" and not equal:
                 show = True
+            elif name == "show-layers":
+                if value not in ("", "json"):
+                    raise UsageError(f"--show-layers takes no value or =json, not '{value}'")
+                layers = value or "table"
             elif not name:
                 raise UsageError(f"invalid option '{arg}'")
             else:

@@ -22,6 +22,8 @@ Examples:
 
   python-sb --show-rules app.py         list the rules in force and where each comes from
 
+  python-sb --show-layers               which layer enforces each rule on this host
+
   python-sb --learn app.py              add the rules app.py needs to its rule file
 
 Any rule of the rule file can be given as --<key>=<value> before the program; a
@@ -80,6 +82,16 @@ def build(rich: bool) -> typer.Typer:
                 rich_help_panel=SANDBOX,
             ),
         ] = False,
+        show_layers: Annotated[
+            str | None,
+            typer.Option(
+                "--show-layers",
+                metavar="[=json]",
+                help="Print which layer enforces each rule on this host (Python, Landlock, "
+                "namespaces), then exit; =json for JSON.",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = None,
         rule: Annotated[
             str | None,
             typer.Option(

@@ -18,22 +18,38 @@ if TYPE_CHECKING:
 MARK = "⚠ "
 
 
-def banner(rule_file: str, *, learning: bool = False) -> str:
-    """The two lines that open a sandboxed session, and CPython's usual third."""
-    if learning:
+def banner(rule_file: str, *, learning: bool = False, provider: str = "subprocess") -> str:
+    """The two lines that open a sandboxed session, and CPython's usual third.
+
+    The kernel provider is always named; ``subprocess`` and ``none`` say plainly that no
+    kernel layer stands behind the rules.
+    """
+    if provider == "none":
+        rules = "**NOT SANDBOXED: os-sandbox='none' runs this session with no guard**"
+    elif learning:
         rules = f"**API calls are LEARNED and saved in '{rule_file}' at the end of the session**"
+    elif provider != "subprocess":
+        rules = (
+            f"**APIs are LIMITED according to the rules in '{rule_file}' "
+            f"and by the os-sandbox='{provider}'**"
+        )
     else:
-        rules = f"**APIs are LIMITED according to the rules in '{rule_file}'**"
+        rules = (
+            f"**APIs are LIMITED according to the rules in '{rule_file}', "
+            "by the Python layer alone (os-sandbox='subprocess': no kernel layer)**"
+        )
     return (
         f"SANDBOXES Python {sys.version} on {sys.platform}\n{rules}\n"
         'Type "help", "copyright", "credits" or "license" for more information.'
     )
 
 
-def interact(namespace: dict[str, Any], rule_file: str, tempdir: str | None) -> None:
+def interact(
+    namespace: dict[str, Any], rule_file: str, tempdir: str | None, provider: str = "subprocess"
+) -> None:
     """Run the session in ``namespace`` (the ``__main__`` of the sandbox)."""
     show_banner = sys.stdin.isatty() and sys.stdout.isatty()
-    text = banner(rule_file) if show_banner else ""
+    text = banner(rule_file, provider=provider) if show_banner else ""
     try:
         import IPython
     except ImportError:

@@ -22,13 +22,13 @@ if TYPE_CHECKING:
 
     Handler = Callable[[tuple[Any, ...]], None]
 
-# `0` and `1` are placeholders, replaced in the code object by the dispatcher and by
+# "@0" and "@1" are placeholders, replaced in the code object by the dispatcher and by
 # BaseException: a constant cannot be rebound through the frame's globals or builtins.
 _SEALED_SOURCE = """
 def hook(event, args):
     try:
-        0(event, args)
-    except 1 as refusal:
+        "@0"(event, args)
+    except "@1" as refusal:
         refusal.__context__ = None
         refusal.__cause__ = None
         raise refusal.with_traceback(None)
@@ -90,21 +90,26 @@ def seal(
     dispatch: Callable[[str, tuple[Any, ...]], None], globals_: dict[str, object]
 ) -> FunctionType:
     """Build the sealed hook around ``dispatch`` (see the module docstring)."""
+    return sealed_function(_SEALED_SOURCE, (dispatch, BaseException), globals_, HOOK_FILENAME)
+
+
+def sealed_function(
+    source: str, objects: tuple[object, ...], globals_: dict[str, object], filename: str
+) -> FunctionType:
+    """The one function ``source`` defines, its string constants ``"@0"``, ``"@1"``...
+    replaced by ``objects``: no closure, and globals the integrity guard watches, so what
+    it calls is out of the program's reach (reading ``__code__`` of it is refused)."""
     import warnings
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "'int' object is not callable": on purpose
-        module = compile(_SEALED_SOURCE, HOOK_FILENAME, "exec")
+        warnings.simplefilter("ignore")  # "'str' object is not callable": on purpose
+        module = compile(source, filename, "exec")
     code = next(c for c in module.co_consts if isinstance(c, CodeType))
+    placeholders = {f"@{i}": value for i, value in enumerate(objects)}
     consts = tuple(
-        dispatch
-        if (type(c) is int and c == 0)
-        else BaseException
-        if (type(c) is int and c == 1)
-        else c
-        for c in code.co_consts
+        placeholders[c] if (type(c) is str and c in placeholders) else c for c in code.co_consts
     )
-    return FunctionType(code.replace(co_consts=consts), globals_, "hook")
+    return FunctionType(code.replace(co_consts=consts), globals_, code.co_name)
 
 
 def _chain(first: Handler, second: Handler) -> Handler:

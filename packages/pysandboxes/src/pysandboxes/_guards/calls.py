@@ -96,7 +96,7 @@ _NATIVE_MODULES = {
 
 #: Extension modules whose functions are replaced here: importing one again would hand
 #: out the originals.
-GUARDED_MODULES = frozenset({"_posixsubprocess", "_signal"})
+GUARDED_MODULES = frozenset({"_posixsubprocess", "_signal", "posix"})
 
 # fcntl commands and ioctl requests that make the kernel signal another process (SIGIO).
 _F_SETOWN, _F_SETOWN_EX = 8, 15
@@ -145,6 +145,10 @@ class CallGuard:
             handlers["fcntl.ioctl"] = self._ioctl
         self._native = self.family_allowed("ctypes.CDLL", _NATIVE)
         handlers["import"] = self._import
+        handlers[EXTENSION_EVENT] = self._extension
+        handlers[REFUSE_EVENT] = self._refuse_reported
+        if not self.family_allowed("resource.prlimit", ()):
+            handlers["resource.prlimit"] = self._prlimit
         return handlers
 
     def _refusal(self, event: str) -> Callable[[tuple[Any, ...]], None]:
@@ -188,6 +192,28 @@ class CallGuard:
         if args[1] in _SETOWN_IOCTLS and self._setown(args[2]):
             self.refuse("os.kill")
 
+    def _prlimit(self, args: tuple[Any, ...]) -> None:
+        # prlimit(pid, RLIMIT_CPU, (1, 1)) kills another process of the same user.
+        if args and type(args[0]) is int and args[0] in (0, self._pid):
+            return
+        self.refuse("resource.prlimit")
+
+    def _refuse_reported(self, args: tuple[Any, ...]) -> None:
+        # Raised by the sealed copies below; the program raising it refuses itself.
+        if args and type(args[0]) is str and args[0] in _SEALED_EVENTS:
+            self.refuse(args[0])
+
+    def _extension(self, args: tuple[Any, ...]) -> None:
+        """An extension module created from a spec (``_imp.create_dynamic``): judged by
+        its name and by its file, as importing it by name is."""
+        spec = args[0] if args else None
+        name = getattr(spec, "name", None)
+        origin = getattr(spec, "origin", None)
+        if isinstance(name, str):
+            self._import((name,))
+        if isinstance(origin, str):
+            self._import((str.__add__("", origin).rpartition("/")[2].partition(".")[0],))
+
     def _import(self, args: tuple[Any, ...]) -> None:
         if not args or not issubclass(type(args[0]), str):
             return
@@ -203,17 +229,62 @@ class CallGuard:
                 "native",
             )
         if name in GUARDED_MODULES:
+            hint = (
+                f" To run programs, add 'python-api=ALLOW:subprocess.run' to {self._rule_file}."
+                if name == "_posixsubprocess"
+                else ""
+            )
             self._enforcer.refuse_call(
                 name,
-                "process-exec",
-                f"Importing {name} again is denied by the API guard: the sandbox keeps its "
-                "functions. To run programs, add 'python-api=ALLOW:subprocess.run' to "
-                f"{self._rule_file}.",
+                "process-exec" if name == "_posixsubprocess" else "process-control",
+                f"Importing {name} again is denied by the API guard: a fresh copy would hand "
+                f"out the functions the sandbox judges.{hint}",
             )
 
 
-def guard_unreported(guard: CallGuard) -> None:
-    """Replace the functions CPython does not report, before anything binds them."""
+#: Raised by the sealed copies of this module (the program can only refuse itself).
+EXTENSION_EVENT = "pysandboxes.extension"
+REFUSE_EVENT = "pysandboxes.refuse"
+_SEALED_EVENTS = frozenset(
+    {"subprocess.Popen", "signal.pidfd_send_signal", "os.setpriority", "os.sched_setaffinity"}
+)
+_SEALED_FILE = "<pysandboxes sealed call>"
+
+# "@0" is sys.audit and "@1" the original function, replaced in the code's constants
+# (see audit.sealed_function): a closure or a global would hand the original out.
+_REFUSING_SOURCE = """
+def refusing(*args, **kwargs):
+    "@0"("pysandboxes.refuse", "@2")
+    return "@1"(*args, **kwargs)
+"""
+# Unreported calls that reach other processes: allowed on this process only ("@2" is
+# os.getpid, "@3" the event a refusal names). PRIO_PROCESS is 0.
+_OWN_PRIORITY_SOURCE = """
+def setpriority(which, who, priority):
+    if which != 0 or type(who) is not int or (who != 0 and who != "@2"()):
+        "@0"("pysandboxes.refuse", "@3")
+    return "@1"(which, who, priority)
+"""
+_OWN_AFFINITY_SOURCE = """
+def sched_setaffinity(pid, mask, /):
+    if type(pid) is not int or (pid != 0 and pid != "@2"()):
+        "@0"("pysandboxes.refuse", "@3")
+    return "@1"(pid, mask)
+"""
+_EXTENSION_SOURCE = """
+def create_dynamic(*args, **kwargs):
+    "@0"("pysandboxes.extension", args[0] if args else None)
+    return "@1"(*args, **kwargs)
+"""
+
+
+def guard_unreported(guard: CallGuard, sealed_globals: dict[str, object]) -> None:
+    """Replace the functions CPython does not report, before anything binds them.
+
+    ``sealed_globals`` are globals the integrity guard watches: the copies made here keep
+    the originals as constants of their code, which the program may not read.
+    """
+    import _imp
     import _posixsubprocess  # type: ignore[import-not-found]
     import _signal  # type: ignore[import-not-found]
     import signal
@@ -222,23 +293,53 @@ def guard_unreported(guard: CallGuard) -> None:
     if not guard.family_allowed("_posixsubprocess.fork_exec", family):
         # subprocess binds it as _fork_exec when imported: replace that copy too.
         holders = [_posixsubprocess, sys.modules.get("subprocess")]
-        _refusing_copy(guard, holders, "fork_exec", "_fork_exec", "subprocess.Popen")
+        _refusing_copy(holders, "fork_exec", "_fork_exec", "subprocess.Popen", sealed_globals)
     pidfd = ("signal.pidfd_send_signal", "_signal.pidfd_send_signal")
     if hasattr(_signal, "pidfd_send_signal") and not guard.family_allowed(pidfd[0], pidfd):
         holders = [_signal, signal]
-        _refusing_copy(guard, holders, "pidfd_send_signal", None, "signal.pidfd_send_signal")
+        _refusing_copy(
+            holders, "pidfd_send_signal", None, "signal.pidfd_send_signal", sealed_globals
+        )
+    from .audit import sealed_function
+
+    for name, source in (
+        ("setpriority", _OWN_PRIORITY_SOURCE),
+        ("sched_setaffinity", _OWN_AFFINITY_SOURCE),
+    ):
+        event = f"os.{name}"
+        if hasattr(os, name) and not guard.family_allowed(event, (f"posix.{name}",)):
+            original_call = getattr(os, name)
+            objects = (sys.audit, original_call, os.getpid, event)
+            judged_call = sealed_function(source, objects, sealed_globals, _SEALED_FILE)
+            judged_call.__doc__ = original_call.__doc__
+            for holder in (os, sys.modules["posix"]):
+                setattr(holder, name, judged_call)
+    # Modules made from a spec (importlib.util.module_from_spec) reach C with no import
+    # event: the import system calls _imp.create_dynamic or create_builtin, judged now
+    # (a fresh posix would hand out the functions replaced above).
+    for name in ("create_dynamic", "create_builtin"):
+        original = getattr(_imp, name)
+        objects = (sys.audit, original)
+        judged = sealed_function(_EXTENSION_SOURCE, objects, sealed_globals, _SEALED_FILE)
+        judged.__name__ = judged.__qualname__ = name
+        judged.__doc__ = original.__doc__
+        setattr(_imp, name, judged)
 
 
 def _refusing_copy(
-    guard: CallGuard, holders: list[Any], name: str, alias: str | None, event: str
+    holders: list[Any],
+    name: str,
+    alias: str | None,
+    event: str,
+    sealed_globals: dict[str, object],
 ) -> None:
     """Put a copy of ``holders[0].name`` that refuses as ``event`` wherever it is bound."""
+    from .audit import sealed_function
+
     original: Callable[..., Any] = getattr(holders[0], name)
-
-    def refusing(*args: Any, **kwargs: Any) -> Any:
-        guard.refuse(event)
-        return original(*args, **kwargs)  # an enforcer that records lets the call through
-
+    refusing = sealed_function(
+        _REFUSING_SOURCE, (sys.audit, original, event), sealed_globals, _SEALED_FILE
+    )
     refusing.__name__ = refusing.__qualname__ = name
     refusing.__doc__ = original.__doc__
     setattr(holders[0], name, refusing)

@@ -112,6 +112,7 @@ class DynamicCodeGuard:
         self._rule_file = rule_file
         self._enforcer = enforcer
         external: Any = sys.modules["_frozen_importlib_external"]
+        self._external_globals: dict[str, Any] = vars(external)
         self._source_loader = external.SourceFileLoader
         self._sourceless_loader = external.SourcelessFileLoader
         self._source_get_code = external.SourceLoader.get_code.__code__
@@ -161,6 +162,8 @@ class DynamicCodeGuard:
         filename = self._caller_file()
         if not filename:
             return False  # C code: the interpreter itself (the interactive prompt)
+        if filename.startswith("/") and os.path.normpath(filename) != filename:
+            return True  # "<library>/../elsewhere" claims a place it is not in
         if filename.startswith(self._third_party):
             return False  # an installed package (see docs/security.md)
         if filename.startswith("<frozen "):
@@ -203,12 +206,21 @@ class DynamicCodeGuard:
         ``pkgutil.read_code``) could claim any file name, so they are the program's.
         """
         frame: FrameType | None = current_frame()
+        external = self._external_globals
         for _ in range(64):
             if frame is None:
                 return False
-            code = frame.f_code
-            if code is self._source_get_code or code is self._sourceless_get_code:
-                break
+            # Reading f_code is itself an audited event: only frames of the import
+            # system (known by their globals, which reading does not report) are read.
+            if frame.f_globals is external:
+                # The first such frame is _compile_bytecode; get_code called it.
+                frame = frame.f_back
+                if frame is None:
+                    return False
+                code = frame.f_code
+                if code is self._source_get_code or code is self._sourceless_get_code:
+                    break
+                return False
             frame = frame.f_back
         else:
             return False

@@ -16,8 +16,8 @@ program can reach holds a reference to the guard:
 - ``builtins.__import__`` and the import system's ``_gcd_import`` report every import
   statement and ``importlib.import_module`` call, so a module already in ``sys.modules``
   (loaded by the interpreter or by the sandbox before the program) is judged too;
-- the ``import`` event of C-level imports and the ``exec`` of a module's code put the
-  finder back at the head if the program moved it;
+- the ``exec`` of a module's code and the creation of an extension module put the finder
+  back at the head if the program moved it, and judge the module themselves;
 - a module executed by the import system (``spec_from_file_location`` and
   ``exec_module``) is judged by its name and by the file it comes from, so a standard
   module cannot be loaded under an allowed name.
@@ -29,15 +29,16 @@ refused. Reading ``sys.modules`` directly is not an import (``docs/security.md``
 from __future__ import annotations
 
 import builtins
+import os
 import sys
-from types import FunctionType
+from types import CodeType, FunctionType
 
 from .audit import current_frame
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from types import CodeType, FrameType
+    from types import FrameType
     from typing import Any
 
     from pysandboxes._enforce import Enforcer
@@ -66,6 +67,16 @@ _RESOLVERS = frozenset(
         ("logging.config", "resolve"),
         ("unittest.mock", "_importer"),
         ("unittest.mock", "_dot_lookup"),
+        ("importlib.metadata", "load"),  # EntryPoint.load
+        ("importlib.resources._common", "resolve"),
+        ("importlib.resources._common", "files"),
+        ("importlib.resources._common", "get_package"),
+        ("importlib.util", "find_spec"),
+        ("pkgutil", "walk_packages"),
+        ("pkgutil", "iter_importers"),
+        ("xml.sax", "_create_parser"),
+        ("xml.dom.domreg", "getDOMImplementation"),
+        ("warnings", "_getcategory"),
     }
 )
 _MACHINERY = frozenset({"importlib._bootstrap", "importlib._bootstrap_external", "zipimport"})
@@ -111,9 +122,13 @@ def _gcd_wrapper(original: Callable[..., Any], audit: Callable[..., None]) -> Fu
     return _detached(_gcd_import, "_gcd_import")  # type: ignore[arg-type]
 
 
-def _finder(audit: Callable[..., None]) -> object:
-    def find_spec(fullname, path=None, target=None):  # type: ignore[no-untyped-def]
-        audit("pysandboxes.import", "find", fullname, path, 0)
+def _finder(audit: Callable[..., None], allowed: frozenset[str], exact: frozenset[str]) -> object:
+    # As in the wrapper, names the rules allow skip the event. A program that swaps the
+    # set in this closure gets past the finder, not past the check of the module's code
+    # when it runs (below); only an extension module would load unjudged (security.md).
+    def find_spec(fullname: Any, path: Any = None, target: Any = None) -> None:
+        if fullname not in exact and fullname.partition(".")[0] not in allowed:
+            audit("pysandboxes.import", "find", fullname, path, 0)
 
     detached = _detached(find_spec, "find_spec")  # type: ignore[arg-type]
     kind = type("ImportRulesFinder", (), {"__slots__": (), "find_spec": staticmethod(detached)})
@@ -147,16 +162,19 @@ class ImportGuard:
         self._allowed: dict[str, bool] = {}
         self._kinds: dict[str, tuple[int, str]] = {}
         self._refused_claims: dict[tuple[str | None, ...], str] = {}
+        self._file_modules: dict[str, str | None] = {}
         from opcode import opmap
 
         self._import_name = opmap["IMPORT_NAME"]
         bootstrap: Any = sys.modules["_frozen_importlib"]
         self._bootstrap = bootstrap
+        self._bootstrap_globals: dict[str, Any] = vars(bootstrap)
         self._frames_removed = bootstrap._call_with_frames_removed.__code__
         audit = sys.audit
-        self.finder = _finder(audit)
+        tops, exact = judge.allowed_names()
+        self.finder = _finder(audit, tops, exact)
         self._wrappers = (
-            _import_wrapper(builtins.__import__, audit, judge.allowed_names()),
+            _import_wrapper(builtins.__import__, audit, tops | exact),
             _gcd_wrapper(bootstrap._gcd_import, audit),
         )
         self._own.update(id(w.__globals__) for w in self._wrappers)
@@ -165,7 +183,13 @@ class ImportGuard:
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
         """The audit events judged here."""
-        return {EVENT: self._reported, "import": self._c_import, "exec": self._exec}
+        # No handler for the C-level "import" event: what a moved finder would miss is
+        # still judged when the module's code runs (exec) or is created (extension).
+        return {
+            EVENT: self._reported,
+            "exec": self._exec,
+            "pysandboxes.extension": self._extension,
+        }
 
     def install(self) -> None:
         """Put the finder first and the wrappers in place (before the hook is sealed)."""
@@ -175,10 +199,14 @@ class ImportGuard:
 
     # -- verdicts ---------------------------------------------------------------------
 
-    def _allows(self, top: str) -> bool:
-        known = self._allowed.get(top)
+    def _allows(self, module: str) -> bool:
+        """The verdict for ``module`` (a dotted name is judged on its top level, except
+        for the kept modules, whose submodules need a rule)."""
+        known = self._allowed.get(module)
         if known is None:
-            known = self._allowed[top] = self._judge.judge(top).allowed
+            if len(self._allowed) > 8192:
+                self._allowed.clear()
+            known = self._allowed[module] = self._judge.judge(module).allowed
         return known
 
     def _refuse(self, top: str, module: str) -> None:
@@ -205,7 +233,7 @@ class ImportGuard:
             if name is None:
                 return
         top = name.partition(".")[0]
-        if not top or self._allows(top) or not self._asked_by_program():
+        if not top or self._allows(name) or not self._asked_by_program():
             return
         if door == "find":
             if not self._exists(top, name, context):
@@ -241,14 +269,21 @@ class ImportGuard:
                 continue
         return False
 
-    def _c_import(self, args: tuple[Any, ...]) -> None:
-        self._keep_finder_first()
-
     def _exec(self, args: tuple[Any, ...]) -> None:
         self._keep_finder_first()
+        code = args[0] if args else None
+        code_module = None
+        if type(code) is CodeType:
+            # The file the code says it comes from: reading it is not audited, and code
+            # of a module file of an allowed module is that module, whatever it is named.
+            code_module = self._module_of_file(_exact(code.co_filename))  # type: ignore[union-attr]
+            if code_module is not None and self._allows(code_module):
+                return
         frame = self._caller(current_frame())
-        if frame is None or frame.f_code is not self._frames_removed:
-            return  # not the import system running a module's code
+        if frame is None or frame.f_globals is not self._bootstrap_globals:
+            return  # not the import system running a module's code (f_code is audited)
+        if frame.f_code is not self._frames_removed:
+            return
         call_args = frame.f_locals.get("args")
         if type(call_args) is not tuple or len(call_args) < 2 or type(call_args[1]) is not dict:  # type: ignore[arg-type]
             return
@@ -259,25 +294,51 @@ class ImportGuard:
             _exact(getattr(spec, "name", None)),
             _exact(getattr(spec, "origin", None)),
             _exact(namespace.get("__file__")),
+            code_module,
         )
         refused = self._refused_claims.get(claims)
         if refused is None:
             refused = self._refused_claims[claims] = self._judge_claims(*claims)
         if refused and self._asked_by_program(frame.f_back):
-            self._refuse(refused, refused)
+            self._refuse(refused.partition(".")[0], refused)
 
     def _judge_claims(
-        self, name: str | None, spec_name: str | None, origin: str | None, file: str | None
+        self,
+        name: str | None,
+        spec_name: str | None,
+        origin: str | None,
+        file: str | None,
+        code_module: str | None,
     ) -> str:
-        """The first top-level module refused among what a module's code says it is."""
+        """The first module refused among what a module's code and namespace say it is."""
         names = {name, spec_name, self._module_of_file(origin), self._module_of_file(file)}
-        tops = sorted({n.partition(".")[0] for n in names if n})
-        return next((top for top in tops if not self._allows(top)), "")
+        names.add(code_module)
+        return next((n for n in sorted(n for n in names if n) if not self._allows(n)), "")
+
+    def _extension(self, args: tuple[Any, ...]) -> None:
+        """An extension module created from a spec (see ``calls.guard_unreported``)."""
+        self._keep_finder_first()
+        spec = args[0] if args else None
+        name = _exact(getattr(spec, "name", None))
+        claims = (name, self._module_of_file(_exact(getattr(spec, "origin", None))))
+        refused = next((n for n in claims if n and not self._allows(n)), None)
+        if refused and self._asked_by_program():
+            self._refuse(refused.partition(".")[0], refused)
 
     def _module_of_file(self, path: str | None) -> str | None:
         """The top-level module a file of the standard library or of a library belongs to."""
         if path is None:
             return None
+        if path in self._file_modules:
+            return self._file_modules[path]
+        if len(self._file_modules) > 8192:
+            self._file_modules.clear()
+        found = self._file_modules[path] = self._find_module_of_file(path)
+        return found
+
+    def _find_module_of_file(self, path: str) -> str | None:
+        # A path is judged as the kernel opens it: "<stdlib>/../../tmp/x.py" is /tmp/x.py.
+        path = os.path.normpath(path) if path.startswith("/") else path
         for root in self._roots_deepest_first:
             if path.startswith(root):
                 first = path[len(root) :].split("/")[0]
@@ -332,6 +393,8 @@ class ImportGuard:
         return known
 
     def _classify(self, filename: str) -> tuple[int, str]:
+        if filename.startswith("/") and os.path.normpath(filename) != filename:
+            return _PROGRAM, ""  # "<stdlib>/../elsewhere": not where it claims to be
         if filename.startswith("<frozen "):
             module = filename[len("<frozen ") :].rstrip(">")
             return (_MACHINE if module in _MACHINERY else _LIBRARY), module

@@ -15,6 +15,7 @@ cannot be watched; ``docs/security.md`` lists it, and why the kernel layer is th
 
 from __future__ import annotations
 
+import os
 from types import FrameType, FunctionType
 
 from pysandboxes._enforce import call_refusal
@@ -55,10 +56,15 @@ class IntegrityGuard:
         api: ApiJudge,
         enforcer: Enforcer,
         rule_file: str,
+        sealed_globals: dict[str, object] | None = None,
     ) -> None:
         # The objects are kept alive with their ids: a freed module's dict could otherwise
         # lend its id to a dict of the program.
         self._kept = (tuple(own_globals), tuple(own_classes), tuple(readers))
+        # The judged copies of unreported functions run under these globals. C code they
+        # call may look at their frames (namedtuple does), but not at their code, whose
+        # constants hold the originals.
+        self._sealed = sealed_globals
         self._own = frozenset(id(g) for g in self._kept[0])
         self._classes = frozenset(id(c) for c in self._kept[1])
         self._hook_globals = hook_globals
@@ -88,7 +94,8 @@ class IntegrityGuard:
         """Whether ``value`` is a function, class or frame of the guards."""
         kind = type(value)
         if kind is FunctionType:
-            return id(value.__globals__) in self._own  # type: ignore[attr-defined]
+            globals_: object = value.__globals__  # type: ignore[attr-defined]
+            return id(globals_) in self._own or globals_ is self._sealed  # pyright: ignore[reportUnknownArgumentType]
         if kind is FrameType:
             return id(value.f_globals) in self._own  # type: ignore[attr-defined]
         # issubclass(type(...)): isinstance() would ask the object, running its code.
@@ -110,9 +117,10 @@ class IntegrityGuard:
         elif (
             name == "f_code"
             and type(target) is FrameType
-            and (target.f_globals is self._hook_globals and not self._from_stdlib())
+            and (target.f_globals is self._hook_globals or target.f_globals is self._sealed)
+            and not self._from_stdlib()
         ):
-            self._refuse("Reading the code of the sandbox's audit hook")
+            self._refuse("Reading the code of the sandbox's audit hook or of its judged copies")
 
     def _setattr(self, args: tuple[Any, ...]) -> None:
         target, name = args[0], args[1]
@@ -132,9 +140,12 @@ class IntegrityGuard:
             frame = frame.f_back
         if frame is None:
             return True  # the guards themselves, called from C (the interactive prompt)
-        return id(frame.f_globals) in self._readers or frame.f_code.co_filename.startswith(
-            (self._stdlib, "<frozen ", *self._libraries)
-        )
+        if id(frame.f_globals) in self._readers:
+            return True
+        filename = frame.f_code.co_filename
+        if filename.startswith("/") and os.path.normpath(filename) != filename:
+            return False  # "<library>/../elsewhere" claims a place it is not in
+        return filename.startswith((self._stdlib, "<frozen ", *self._libraries))
 
     def _introspection(self, qualname: str) -> Callable[[tuple[Any, ...]], None]:
         def refuse(args: tuple[Any, ...]) -> None:

@@ -38,11 +38,13 @@ class LearnRun:
         output: the file the learned rules are written to.
         read_fd: the trusted side's end of the event pipe.
         spec: what the child is told (its end of the pipe).
+        provider: the kernel provider the rules ask for, relaxed while learning.
     """
 
     output: str
     read_fd: int
     spec: LearnSpec
+    provider: str = "subprocess"
 
     def close_child_end(self) -> None:
         """After the spawn: only the child may hold the write end, so its end is ours."""
@@ -60,7 +62,13 @@ class LearnRun:
             advice = f"remove {policy.learn.origin.text!r} ({policy.learn.origin.where}) to "
             advice += "enforce the rules: while it is there, every run learns"
         return make_plan(
-            self.read_fd, self.output, cwd, env, policy.rule_files, _relaxed_note(), advice
+            self.read_fd,
+            self.output,
+            cwd,
+            env,
+            policy.rule_files,
+            _relaxed_note(self.provider),
+            advice,
         )
 
 
@@ -94,7 +102,11 @@ def learning_output(
 
 
 def start(
-    output: str, policy: Policy, host: Mapping[str, str], child_env: dict[str, str]
+    output: str,
+    policy: Policy,
+    host: Mapping[str, str],
+    child_env: dict[str, str],
+    provider: str = "subprocess",
 ) -> tuple[LearnRun, dict[str, str]]:
     """Open the event pipe; return the run and the environment the child gets."""
     removed = [rule.pattern for rule in policy.unenv]
@@ -108,15 +120,13 @@ def start(
     known = frozenset(child_env) | frozenset(host.keys() - env.keys())
     read_fd, write_fd = os.pipe()
     os.set_inheritable(write_fd, True)
-    return LearnRun(output, read_fd, LearnSpec(write_fd, known)), env
+    return LearnRun(output, read_fd, LearnSpec(write_fd, known), provider), env
 
 
-def _relaxed_note() -> str:
-    from pysandboxes._os import landlock
-
-    if landlock.unavailable_reason() is not None:
+def _relaxed_note(provider: str) -> str:
+    if provider in ("subprocess", "none"):
         return ""
     return (
-        "the kernel layer (Landlock) was relaxed for this learning run only; "
+        f"the kernel layer ({provider}) was relaxed for this learning run only; "
         "the next run enforces the learned rules with it"
     )

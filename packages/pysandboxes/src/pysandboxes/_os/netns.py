@@ -17,6 +17,7 @@ threaded process).
 
 from __future__ import annotations
 
+import errno
 import os
 
 from pysandboxes.errors import OSLayerUnavailable
@@ -83,3 +84,36 @@ def _drop_capabilities(libc: ctypes.CDLL) -> None:
             f"cannot drop the capabilities of the sandbox's namespace: {os.strerror(code)}",
             provider="landlock",
         )
+
+
+_PR_CAPBSET_DROP = 24
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_CLEAR_ALL = 4
+
+
+def drop_all_capabilities() -> None:
+    """Give up every capability for good: ambient, bounding, then the three sets.
+
+    Started as root, the sandbox would otherwise keep root's capabilities (renaming the
+    host, setting the clock, loading BPF...), which Landlock does not mediate. With
+    ``no_new_privs`` already set, nothing the sandbox executes can get them back.
+
+    Raises:
+        OSLayerUnavailable: the kernel refused to clear them.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # absent before 4.3
+    for capability in range(64):
+        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            code = ctypes.get_errno()
+            if code in (errno.EINVAL, errno.EPERM):
+                # Past the last capability this kernel knows, or no CAP_SETPCAP (bwrap
+                # dropped it already): nothing can raise the sets back in either case.
+                break
+            raise OSLayerUnavailable(
+                f"cannot drop capability {capability} from the bounding set: {os.strerror(code)}",
+                provider="landlock",
+            )
+    _drop_capabilities(libc)

@@ -21,6 +21,8 @@ TCP_BIND = "tcp-bind"
 NO_NETWORK = "no-network"
 SIGNALS = "signals"
 ABSTRACT_SOCKETS = "abstract-sockets"
+MOUNT_VIEW = "mount-view"
+PROCESSES = "processes"
 
 
 @record
@@ -62,7 +64,8 @@ class AppliedLayer:
     """What a provider enforced on this process.
 
     Attributes:
-        provider: ``landlock``, or ``none`` when nothing was applied.
+        provider: ``landlock``, ``bwrap``, ``unshare``, or ``none`` when nothing was
+            applied.
         abi: the provider's version on this kernel (Landlock ABI), 0 when not applicable.
         enforced: the concerns the kernel now enforces (``files``, ``tcp-connect``...).
         missing: concerns the plan asked for and the kernel could not enforce, each with
@@ -79,3 +82,16 @@ class AppliedLayer:
     def enforces(self, concern: str) -> bool:
         """Whether ``concern`` (one of this module's names) is enforced by the kernel."""
         return concern in self.enforced
+
+
+def in_namespaces(provider: str, plan: ConfinementPlan, inner: AppliedLayer) -> AppliedLayer:
+    """The layer of a namespace provider: what its namespaces enforce, plus ``inner``
+    (Landlock applied inside them, or ``none`` with the reason)."""
+    enforced = [*inner.enforced, PROCESSES, SIGNALS]  # a pid namespace of its own
+    if provider == "bwrap":
+        enforced.append(MOUNT_VIEW)  # unexposed paths do not exist in the view
+    if not plan.network:
+        enforced.append(NO_NETWORK)
+    done = set(enforced)
+    missing = tuple((c, why) for c, why in inner.missing if c not in done)
+    return AppliedLayer(provider, inner.abi, tuple(dict.fromkeys(enforced)), missing, inner.skipped)

@@ -270,9 +270,10 @@ class ImportJudge:
         """Whether ``python-import=*`` switches the import guard off."""
         return self._any is not None
 
-    def allowed_names(self) -> frozenset[str]:
-        """The top-level names a rule allows, and the kept modules."""
-        return frozenset(self._allowed) | KEPT_MODULES | _KEPT_PACKAGES
+    def allowed_names(self) -> tuple[frozenset[str], frozenset[str]]:
+        """Names allowed whatever follows them (rules' top-level names, kept packages),
+        and names allowed exactly (the kept modules, whose submodules need a rule)."""
+        return frozenset(self._allowed) | _KEPT_PACKAGES, KEPT_MODULES
 
     def judge(self, module: str) -> Verdict:
         """The verdict for importing ``module`` (dotted names judged on the top level)."""

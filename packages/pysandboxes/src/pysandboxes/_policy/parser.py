@@ -210,14 +210,22 @@ def _single(builder: _Builder, rule: RawRule) -> None:
             return  # learn=${VAR} with VAR unset: no learning, as env= leaves it absent
         parsed = _learn_path(builder, rule, value)
     elif key == "os-sandbox":
-        parsed = value.lower()
-        if parsed not in PROVIDERS:
-            close = families.close_matches(str(parsed), PROVIDERS, n=1)
-            hint = f" Did you mean '{close[0]}'?" if close else ""
-            builder.issue(
-                origin, f"os-sandbox '{value}' is unknown: use one of {', '.join(PROVIDERS)}.{hint}"
-            )
+        # One provider, or several in order of preference: the later ones are the
+        # user's consent to a weaker layer where the first cannot run.
+        choices = [part.strip().lower() for part in value.split(",")]
+        for choice in choices:
+            if choice not in PROVIDERS:
+                close = families.close_matches(choice, PROVIDERS, n=1)
+                hint = f" Did you mean '{close[0]}'?" if close else ""
+                builder.issue(
+                    origin,
+                    f"os-sandbox '{choice}' is unknown: use one of {', '.join(PROVIDERS)}.{hint}",
+                )
+                return
+        if len(set(choices)) != len(choices):
+            builder.issue(origin, f"os-sandbox '{value}' names a provider twice")
             return
+        parsed = ", ".join(choices)
     elif key in ("py-sandbox", "remote-result-guard"):
         parsed = _truthy(builder, rule, value)
     elif key == "remote-result-mode":

@@ -1,0 +1,133 @@
+"""What the sandboxed interpreter may see: its own trees, the program's files, the rules.
+
+Both sides compute it. The sandboxed interpreter does so to give the file guard its
+exposures and to apply Landlock on itself; the trusted side does so before starting a
+namespace provider (bwrap, unshare), whose mount view must hold everything the
+interpreter will need, since nothing else exists inside it. Both run the same
+interpreter, so the same functions give the same answer, given the search path the child
+will have (``search``) rather than the launcher's own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from pysandboxes._policy.model import ExposeRule, Origin
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pysandboxes._os.plan import ConfinementPlan
+    from pysandboxes._spec import LaunchSpec
+
+_PYTHON = Origin("<python>", 0, "the interpreter's own files")
+_PROGRAM = Origin("<program>", 0, "the module run with -m")
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def interpreter_roots(search: Sequence[str] | None = None) -> list[str]:
+    """The interpreter's own trees: stdlib, site-packages, installed paths; never the cwd.
+
+    ``search`` is the module search path to read (``sys.path`` by default). Entries that
+    came from ``PYTHONPATH`` are left out: a variable forwarded by a rule must not widen
+    what the sandbox may read.
+    """
+    from_env = set(os.environ.get("PYTHONPATH", "").split(os.pathsep)) - {""}
+    roots: list[str] = []
+    candidates = [os.path.dirname(os.__file__)]  # the standard library
+    try:
+        import site
+
+        candidates += site.getsitepackages()
+    except (ImportError, AttributeError):
+        pass  # -S: no site module work, sys.path says what is used
+    candidates += [p for p in (sys.path if search is None else search) if p and p not in from_env]
+    candidates += [os.path.dirname(sys.executable), _OWN_DIR]
+    for path in candidates:
+        if not path or not os.path.isabs(path) or not os.path.exists(path):
+            continue
+        real = os.path.realpath(path)
+        if real not in roots and real != "/":
+            roots.append(real)
+    return roots
+
+
+def launcher_search_path() -> list[str]:
+    """``sys.path`` as the child started with ``-c`` will have it, read in the launcher.
+
+    The launcher's first entry is its own (the console script's directory, or the cwd
+    under ``python -m``); the child's first entry is ``""``, which names no tree.
+    """
+    return list(sys.path if sys.flags.safe_path else sys.path[1:])
+
+
+def module_files(module: str, search: Sequence[str] | None = None) -> list[str]:
+    """The files ``-m module`` runs: each package's ``__init__.py`` on the way and the
+    module itself (or the package's ``__main__.py``), found without importing anything.
+
+    They are the program, as a script's file is: readable without a rule. Their
+    neighbours are not.
+    """
+    from importlib.machinery import PathFinder
+
+    found: list[str] = []
+    path = sys.path if search is None else search
+    locations: list[str] | None = [p if p else os.getcwd() for p in path]
+    for part in [*module.split("."), "__main__"]:
+        spec = PathFinder.find_spec(part, locations)
+        if spec is None:
+            break
+        if spec.origin and spec.has_location:
+            found.append(os.path.realpath(spec.origin))
+        if spec.submodule_search_locations is None:
+            break
+        locations = list(spec.submodule_search_locations)
+    return found
+
+
+def exposures(spec: LaunchSpec, roots: list[str], program: list[str]) -> list[ExposeRule]:
+    """Every path the file guard exposes: the implicit grants, then the rules."""
+    implicit = [ExposeRule(root, False, os.path.isdir(root), _PYTHON) for root in roots]
+    implicit += [ExposeRule(path, False, False, _PROGRAM) for path in program]
+    executable = os.path.realpath(sys.executable)
+    implicit.append(ExposeRule(executable, False, False, _PYTHON))
+    # The rules come after the implicit grants: a rule on the same path decides.
+    by_path = {rule.path: rule for rule in (*implicit, *spec.implicit, *spec.policy.expose)}
+    return list(by_path.values())
+
+
+def plan_for(
+    spec: LaunchSpec, roots: list[str], program: list[str], also_read: Sequence[str] = ()
+) -> ConfinementPlan:
+    """The kernel's plan for this run: the exposures, compiled with the rules.
+
+    ``also_read`` adds what a provider makes safe to read (a pid namespace's own
+    ``/proc``).
+    """
+    from pysandboxes._policy.confinement import compile_plan
+
+    venv = [os.path.join(sys.prefix, "pyvenv.cfg")] if sys.prefix != sys.base_prefix else []
+    files = [*venv, *also_read]
+    return compile_plan(spec.policy, exposures(spec, roots, program), spec.tempdir, files)
+
+
+def interpreter_libraries() -> list[str]:
+    """The interpreter's own shared library (``libpython``), when it is not built in.
+
+    Landlock is applied after the library is loaded; a fresh mount view must show it for
+    the interpreter to start at all.
+    """
+    found: list[str] = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rstrip("\n").partition("/")[2]
+                if path and os.path.basename(path).startswith("libpython"):
+                    real = os.path.realpath("/" + path)
+                    if real not in found:
+                        found.append(real)
+    except OSError:
+        pass  # no /proc: the interpreter is then looked for where it runs from
+    return found
