@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -95,3 +96,14 @@ def sb(python_sb: str, project: Path) -> Runner:
 def py(project: Path) -> Runner:
     """Plain ``python`` run in ``project``: the positive control of every probe."""
     return Runner([sys.executable], project)
+
+
+@pytest.fixture
+def victims() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Two processes outside the sandbox: the control's target and the sandbox's, which
+    must still be alive (or unchanged) after the sandboxed probe."""
+    started = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    yield started
+    for victim in started:
+        victim.kill()
+        victim.wait()
