@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from listener import Listener
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -107,3 +110,19 @@ def victims() -> Iterator[list[subprocess.Popen[bytes]]]:
     for victim in started:
         victim.kill()
         victim.wait()
+
+
+@pytest.fixture
+def tcp() -> Iterator[Listener]:
+    """A loopback TCP listener that counts the connections reaching it."""
+    listener = Listener()
+    yield listener
+    listener.close()
+
+
+@pytest.fixture
+def udp() -> Iterator[Listener]:
+    """A loopback UDP listener that counts the datagrams reaching it."""
+    listener = Listener(socket.SOCK_DGRAM)
+    yield listener
+    listener.close()

@@ -6,9 +6,7 @@ under plain python, then that under python-sb the listener gets nothing.
 
 from __future__ import annotations
 
-import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,20 +16,6 @@ from listener import Listener
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
     from conftest import Runner
-
-
-@pytest.fixture
-def tcp() -> Iterator[Listener]:
-    listener = Listener()
-    yield listener
-    listener.close()
-
-
-@pytest.fixture
-def udp() -> Iterator[Listener]:
-    listener = Listener(socket.SOCK_DGRAM)
-    yield listener
-    listener.close()
 
 
 CONNECT = """
