@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from listener import Listener
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -95,3 +99,30 @@ def sb(python_sb: str, project: Path) -> Runner:
 def py(project: Path) -> Runner:
     """Plain ``python`` run in ``project``: the positive control of every probe."""
     return Runner([sys.executable], project)
+
+
+@pytest.fixture
+def victims() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Two processes outside the sandbox: the control's target and the sandbox's, which
+    must still be alive (or unchanged) after the sandboxed probe."""
+    started = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
+    yield started
+    for victim in started:
+        victim.kill()
+        victim.wait()
+
+
+@pytest.fixture
+def tcp() -> Iterator[Listener]:
+    """A loopback TCP listener that counts the connections reaching it."""
+    listener = Listener()
+    yield listener
+    listener.close()
+
+
+@pytest.fixture
+def udp() -> Iterator[Listener]:
+    """A loopback UDP listener that counts the datagrams reaching it."""
+    listener = Listener(socket.SOCK_DGRAM)
+    yield listener
+    listener.close()

@@ -108,20 +108,16 @@ def test_cant_run_outside_the_python_layer(
     assert not marker.exists()
 
 
-def test_cant_signal_another_process(sb: Runner, py: Runner, project: Path) -> None:
+def test_cant_signal_another_process(
+    sb: Runner, py: Runner, project: Path, victims: list[subprocess.Popen[bytes]]
+) -> None:
     (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
-    victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
-    try:
-        code = f"import os, sys; os.kill(int(sys.argv[1]), {int(signal.SIGTERM)})"
-        py("-c", code, str(victims[0].pid))
-        assert victims[0].wait(timeout=10) == -signal.SIGTERM
-        result = sb("-c", code, str(victims[1].pid))
-        assert "os.kill() is denied by the API guard (category: process-control)" in result.stderr
-        assert victims[1].poll() is None, "the victim died"
-    finally:
-        for victim in victims:
-            victim.kill()
-            victim.wait()
+    code = f"import os, sys; os.kill(int(sys.argv[1]), {int(signal.SIGTERM)})"
+    py("-c", code, str(victims[0].pid))
+    assert victims[0].wait(timeout=10) == -signal.SIGTERM
+    result = sb("-c", code, str(victims[1].pid))
+    assert "os.kill() is denied by the API guard (category: process-control)" in result.stderr
+    assert victims[1].poll() is None, "the victim died"
 
 
 def test_cant_create_a_subinterpreter(sb: Runner, py: Runner, project: Path) -> None:
@@ -212,20 +208,14 @@ SIGNAL_PROBES = {
 
 @pytest.mark.parametrize("probe", sorted(SIGNAL_PROBES))
 def test_cant_signal_another_process_without_kill(
-    sb: Runner, py: Runner, project: Path, probe: str
+    sb: Runner, py: Runner, project: Path, probe: str, victims: list[subprocess.Popen[bytes]]
 ) -> None:
     (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
-    victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
-    try:
-        py("-c", SIGNAL_PROBES[probe], str(victims[0].pid))
-        assert victims[0].wait(timeout=10) == -signal.SIGTERM
-        result = sb("-c", SIGNAL_PROBES[probe], str(victims[1].pid))
-        assert "RuleApiPermissionError" in result.stderr, result.stderr
-        assert victims[1].poll() is None, "the victim died"
-    finally:
-        for victim in victims:
-            victim.kill()
-            victim.wait()
+    py("-c", SIGNAL_PROBES[probe], str(victims[0].pid))
+    assert victims[0].wait(timeout=10) == -signal.SIGTERM
+    result = sb("-c", SIGNAL_PROBES[probe], str(victims[1].pid))
+    assert "RuleApiPermissionError" in result.stderr, result.stderr
+    assert victims[1].poll() is None, "the victim died"
 
 
 def test_a_deny_naming_the_function_wins_over_its_category(
@@ -361,29 +351,25 @@ def test_the_original_of_a_judged_copy_is_out_of_reach(sb: Runner, project: Path
     )
 
 
-def test_cant_change_the_limits_of_another_process(sb: Runner, py: Runner, project: Path) -> None:
+def test_cant_change_the_limits_of_another_process(
+    sb: Runner, py: Runner, project: Path, victims: list[subprocess.Popen[bytes]]
+) -> None:
     # prlimit(pid, RLIMIT_CPU, (1, 1)) kills another process of the same user.
     (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
     code = (
         "import resource, sys; resource.prlimit(int(sys.argv[1]), resource.RLIMIT_NOFILE, (7, 7))"
     )
-    victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
 
     def open_files_limit(pid: int) -> str:
         limits = Path(f"/proc/{pid}/limits").read_text().splitlines()
         return next(line for line in limits if line.startswith("Max open files")).split()[3]
 
-    try:
-        py("-c", code, str(victims[0].pid))
-        assert open_files_limit(victims[0].pid) == "7"
-        before = open_files_limit(victims[1].pid)
-        result = sb("-c", code, str(victims[1].pid))
-        assert "resource.prlimit() is denied by the API guard" in result.stderr, result.stderr
-        assert open_files_limit(victims[1].pid) == before
-    finally:
-        for victim in victims:
-            victim.kill()
-            victim.wait()
+    py("-c", code, str(victims[0].pid))
+    assert open_files_limit(victims[0].pid) == "7"
+    before = open_files_limit(victims[1].pid)
+    result = sb("-c", code, str(victims[1].pid))
+    assert "resource.prlimit() is denied by the API guard" in result.stderr, result.stderr
+    assert open_files_limit(victims[1].pid) == before
 
 
 NICE_PROBES = {
@@ -399,27 +385,21 @@ NICE_PROBES = {
 
 @pytest.mark.parametrize("probe", sorted(NICE_PROBES))
 def test_cant_change_the_priority_of_another_process(
-    sb: Runner, py: Runner, project: Path, probe: str
+    sb: Runner, py: Runner, project: Path, probe: str, victims: list[subprocess.Popen[bytes]]
 ) -> None:
     # CPython reports neither setpriority nor sched_setaffinity: judged copies stand in.
     (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
-    victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
 
     def niceness(pid: int) -> int:
         return int(Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[16])
 
-    try:
-        if probe != "setpriority_of_the_user":  # the control would renice this test run
-            py("-c", NICE_PROBES[probe], str(victims[0].pid))
-            assert niceness(victims[0].pid) == 7
-        before = niceness(victims[1].pid)
-        result = sb("-c", NICE_PROBES[probe], str(victims[1].pid))
-        assert "is denied by the API guard" in result.stderr, result.stderr
-        assert niceness(victims[1].pid) == before
-    finally:
-        for victim in victims:
-            victim.kill()
-            victim.wait()
+    if probe != "setpriority_of_the_user":  # the control would renice this test run
+        py("-c", NICE_PROBES[probe], str(victims[0].pid))
+        assert niceness(victims[0].pid) == 7
+    before = niceness(victims[1].pid)
+    result = sb("-c", NICE_PROBES[probe], str(victims[1].pid))
+    assert "is denied by the API guard" in result.stderr, result.stderr
+    assert niceness(victims[1].pid) == before
 
 
 def test_a_program_may_renice_itself(sb: Runner, project: Path) -> None:

@@ -6,70 +6,21 @@ under plain python, then that under python-sb the listener gets nothing.
 
 from __future__ import annotations
 
-import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from listener import Listener
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
     from conftest import Runner
 
 
-class Listener:
-    """A loopback TCP or UDP listener that counts what reaches it."""
-
-    def __init__(self, kind: int = socket.SOCK_STREAM) -> None:
-        self.sock = socket.socket(socket.AF_INET, kind)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.kind = kind
-        self.received = 0
-        self.sock.settimeout(0.2)
-        if kind == socket.SOCK_STREAM:
-            self.sock.listen()
-        self._stop = False
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop:
-            try:
-                if self.kind == socket.SOCK_STREAM:
-                    conn, _ = self.sock.accept()
-                    self.received += 1  # counted before the client can see the reply
-                    conn.sendall(b"hello\n")
-                    conn.close()
-                else:
-                    self.sock.recvfrom(100)
-                    self.received += 1
-            except OSError:
-                continue
-
-    def close(self) -> None:
-        self._stop = True
-        self._thread.join(timeout=2)
-        self.sock.close()
-
-
-@pytest.fixture
-def tcp() -> Iterator[Listener]:
-    listener = Listener()
-    yield listener
-    listener.close()
-
-
-@pytest.fixture
-def udp() -> Iterator[Listener]:
-    listener = Listener(socket.SOCK_DGRAM)
-    yield listener
-    listener.close()
-
-
 CONNECT = """
 import socket
+import threading
 s = socket.socket(socket.AF_INET6 if ':' in {host!r} else socket.AF_INET)
 s.settimeout(5)
 try:
@@ -260,6 +211,7 @@ def test_cant_listen_on_a_socket_never_bound(sb: Runner, py: Runner, project: Pa
 
 TUPLE_SUBCLASS = """
 import socket
+import threading
 class Address(tuple):
     def __iter__(self):
         return iter(('127.0.0.1', 1))

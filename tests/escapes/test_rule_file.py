@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from escapelab import Lab, got
+from escapelab import Lab, attempt, got
 
 RULES = ("expose-rw=.", 'include "extra.profile"', 'include "profiles/extra.profile"')
 EVIL = "expose-rw=/"
@@ -179,3 +179,16 @@ def test_cant_append_to_rule_file_through_os_open_dir_fd(lab: Lab) -> None:
     )
     assert got(lab.control(code), "DONE")
     lab.refused(code, "RulePermissionError", watch=lambda: _protected(lab))
+
+
+def test_cant_plant_a_rule_file_for_the_next_run(lab: Lab) -> None:
+    # A .py-sandboxes written in a writable directory would rule a later run of a script
+    # there (python-sb out/tool.py reads out/.py-sandboxes first).
+    code = attempt("open(os.path.join(sys.argv[1], '.py-sandboxes'), 'w').write('os-sandbox=none')")
+    planted = lab.out / ".py-sandboxes"
+    lab.control(code, str(lab.out))
+    assert planted.exists()
+    lab.reset()
+    result = lab.run_sandboxed(code, str(lab.out))
+    assert "a file named .py-sandboxes holds rules" in result.stdout, result.stdout + result.stderr
+    assert not planted.exists()

@@ -2,27 +2,10 @@
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Iterator
-
 import pytest
-from kernelprobes import Listener, need_abi
+from kernelprobes import need_abi
 
 
 @pytest.fixture(autouse=True)
 def _landlock() -> None:
     need_abi(1, "Landlock at all")
-
-
-@pytest.fixture
-def tcp() -> Iterator[Listener]:
-    listener = Listener(socket.SOCK_STREAM)
-    yield listener
-    listener.close()
-
-
-@pytest.fixture
-def udp() -> Iterator[Listener]:
-    listener = Listener(socket.SOCK_DGRAM)
-    yield listener
-    listener.close()

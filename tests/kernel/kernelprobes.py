@@ -8,10 +8,10 @@ kernel is left to refuse.
 from __future__ import annotations
 
 import ctypes
-import socket
-import threading
 
 import pytest
+
+from listener import Listener as Listener  # re-exported: the kernel tests import it here
 
 #: Code every probe starts with: libc, and ``outcome`` printing DONE or REFUSED <errno name>.
 NATIVE = """
@@ -45,36 +45,3 @@ def need_abi(version: int, feature: str) -> None:
     abi = landlock_abi()
     if abi < version:
         pytest.skip(f"kernel without Landlock ABI >= {version} (has {abi}): no {feature}")
-
-
-class Listener:
-    """A loopback TCP or UDP listener that counts what reaches it."""
-
-    def __init__(self, kind: int) -> None:
-        self.sock = socket.socket(socket.AF_INET, kind)
-        self.sock.bind(("127.0.0.1", 0))
-        self.port: int = self.sock.getsockname()[1]
-        self.kind = kind
-        self.received = 0
-        self.sock.settimeout(0.1)
-        if kind == socket.SOCK_STREAM:
-            self.sock.listen()
-        self._stop = False
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop:
-            try:
-                if self.kind == socket.SOCK_STREAM:
-                    self.sock.accept()[0].close()
-                else:
-                    self.sock.recvfrom(100)
-                self.received += 1
-            except OSError:
-                continue
-
-    def close(self) -> None:
-        self._stop = True
-        self._thread.join(timeout=2)
-        self.sock.close()

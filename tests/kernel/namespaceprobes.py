@@ -147,23 +147,17 @@ class NamespaceProbes:
         assert udp.received == 1, "the datagram left the sandbox's network namespace"
 
     def test_cant_signal_a_process_outside_the_sandbox(
-        self, sb: Runner, py: Runner, project: Path
+        self, sb: Runner, py: Runner, project: Path, victims: list[subprocess.Popen[bytes]]
     ) -> None:
         (project / ".py-sandboxes").write_text(rules(self.provider))
-        victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
-        try:
-            body = f"outcome(libc.kill(int(sys.argv[1]), {int(signal.SIGTERM)}))\n"
-            script = probe(project, body)
-            assert py(script, str(victims[0].pid)).stdout == "DONE\n"
-            assert victims[0].wait(timeout=10) == -signal.SIGTERM
-            result = sb(script, str(victims[1].pid))
-            assert result.stdout.startswith("REFUSED"), result.stderr  # ESRCH: not in its pids
-            time.sleep(0.2)
-            assert victims[1].poll() is None, "the victim died"
-        finally:
-            for victim in victims:
-                victim.kill()
-                victim.wait()
+        body = f"outcome(libc.kill(int(sys.argv[1]), {int(signal.SIGTERM)}))\n"
+        script = probe(project, body)
+        assert py(script, str(victims[0].pid)).stdout == "DONE\n"
+        assert victims[0].wait(timeout=10) == -signal.SIGTERM
+        result = sb(script, str(victims[1].pid))
+        assert result.stdout.startswith("REFUSED"), result.stderr  # ESRCH: not in its pids
+        time.sleep(0.2)
+        assert victims[1].poll() is None, "the victim died"
 
     def test_cant_read_the_launchers_environment_through_proc(
         self, sb: Runner, py: Runner, project: Path

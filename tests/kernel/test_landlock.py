@@ -146,23 +146,19 @@ def test_started_programs_stay_inside_the_rules(
     assert "Permission denied" in result.stderr, result.stderr
 
 
-def test_cant_signal_a_process_outside_the_sandbox(sb: Runner, py: Runner, project: Path):
+def test_cant_signal_a_process_outside_the_sandbox(
+    sb: Runner, py: Runner, project: Path, victims: list[subprocess.Popen[bytes]]
+):
     need_abi(6, "signal scoping")
     (project / ".py-sandboxes").write_text(NATIVE_RULES)
-    victims = [subprocess.Popen(["sleep", "60"]) for _ in range(2)]
-    try:
-        body = f"outcome(libc.kill(int(sys.argv[1]), {int(signal.SIGTERM)}))\n"
-        script = probe(project, body)
-        assert py(script, str(victims[0].pid)).stdout == "DONE\n"
-        assert victims[0].wait(timeout=10) == -signal.SIGTERM
-        result = sb(script, str(victims[1].pid))
-        assert result.stdout == "REFUSED EPERM\n", result.stderr
-        time.sleep(0.2)
-        assert victims[1].poll() is None, "the victim died"
-    finally:
-        for victim in victims:
-            victim.kill()
-            victim.wait()
+    body = f"outcome(libc.kill(int(sys.argv[1]), {int(signal.SIGTERM)}))\n"
+    script = probe(project, body)
+    assert py(script, str(victims[0].pid)).stdout == "DONE\n"
+    assert victims[0].wait(timeout=10) == -signal.SIGTERM
+    result = sb(script, str(victims[1].pid))
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
+    time.sleep(0.2)
+    assert victims[1].poll() is None, "the victim died"
 
 
 READ_PARENT = """

@@ -154,6 +154,12 @@ class Messages:
                 f"{_VERBS[report.access]} '{report.named}' is refused: narrower rules name "
                 "paths inside it, which the change would carry out of their rules."
             )
+        if verdict.fix == "<planted-rules>":
+            return (
+                f"{_VERBS[report.access]} '{report.real}' is refused: a file named "
+                ".py-sandboxes holds rules, and the sandbox may write none (the next run "
+                "next to it would obey it)."
+            )
         if verdict.fix == "<unpinned>":
             return (
                 f"{_VERBS[report.access]} '{report.named}' is refused: in a writable "

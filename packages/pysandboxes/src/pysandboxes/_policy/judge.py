@@ -21,6 +21,12 @@ if TYPE_CHECKING:
     from .model import ExposeRule, IgnoreRule, NetRule, Origin, Policy
 
 
+#: The name of rule files; the sandbox may write none, anywhere.
+RULE_FILE_NAME = ".py-sandboxes"
+#: ``Verdict.fix`` of a refused rule file the rules do not know yet.
+PLANTED_RULES = "<planted-rules>"
+
+
 class FileJudge:
     """Judges an absolute path and an access against ``expose-*``, ``ignore=``, protection.
 
@@ -108,6 +114,9 @@ class FileJudge:
             path in self._protected or (access is Access.DELETE and path in self._protected_parents)
         ):
             return Verdict(False, self._protected_by, hidden=False)
+        if access.modifies and path.rpartition("/")[2] == RULE_FILE_NAME:
+            # A rule file planted in a writable directory would rule the next run there.
+            return Verdict(False, None, hidden=False, fix=PLANTED_RULES)
         if rule is None:
             key = "expose-rw" if access.modifies else "expose-ro"
             return Verdict(False, None, hidden=True, fix=f"{key}={path}")
