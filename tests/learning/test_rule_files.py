@@ -127,3 +127,24 @@ def test_a_read_only_line_is_not_contradicted(sb: Runner, project: Path) -> None
     assert "'expose-ro=./data' is in the file: change it to 'expose-rw=./data'" in result.stderr
     assert granted(project / ".py-sandboxes") == ["expose-ro=./data"]
     assert sb("-c", "print('still parses')").stdout == "still parses\n"
+
+
+def test_cant_write_a_rule_file_even_while_learning(sb: Runner, py: Runner, project: Path) -> None:
+    (project / "sub").mkdir()
+    code = (
+        "import sys\n"
+        "for target in ('.py-sandboxes', 'sub/.py-sandboxes'):\n"
+        "    try:\n"
+        "        open(target, 'a').write('expose-rw=/\\n')\n"
+        "        print('WROTE', target)\n"
+        "    except OSError as exc:\n"
+        "        print('REFUSED', target, type(exc).__name__)\n"
+    )
+    assert "WROTE sub/.py-sandboxes" in py("-c", code).stdout  # the probe works unsandboxed
+    (project / "sub" / ".py-sandboxes").unlink()
+    (project / ".py-sandboxes").unlink()
+    result = sb("--learn", "-c", code)
+    assert "REFUSED .py-sandboxes RulePermissionError" in result.stdout, result.stderr
+    assert "REFUSED sub/.py-sandboxes RulePermissionError" in result.stdout
+    assert not (project / "sub" / ".py-sandboxes").exists()
+    assert "expose-rw=/" not in (project / ".py-sandboxes").read_text()

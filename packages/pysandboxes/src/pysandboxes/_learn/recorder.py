@@ -17,6 +17,7 @@ from _thread import get_ident
 
 from pysandboxes._enforce import Enforcing
 from pysandboxes._guards.audit import HOOK_FILENAME, current_frame
+from pysandboxes._policy.judge import EXPOSURE_ROOT, PLANTED_RULES
 from pysandboxes._rpc.codec import Event, encode_event
 
 TYPE_CHECKING = False
@@ -115,9 +116,9 @@ class Learning:
         fix = verdict.fix
         if get_ident() in self._busy:
             return  # the frames read while recording: ours, not the program's
-        if fix is None and not verdict.hidden:
+        if (fix is None and not verdict.hidden) or fix == PLANTED_RULES:
             self._enforcing.refuse_file(report, verdict)  # a rule file: never, even now
-        if fix is None or (fix.startswith("<") and fix != "<exposure-root>"):
+        if fix is None or (fix.startswith("<") and fix != EXPOSURE_ROOT):
             return  # ignored, unknowable, or a detail of enforcement: no rule to learn
         access = report.access.value
         if access == "read" and report.api in _LISTINGS:
