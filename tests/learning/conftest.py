@@ -1,24 +1,17 @@
-"""Fixtures of the learning tests."""
+"""Fixtures of the learning tests (the first listener is tests/conftest.py's ``tcp``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pytest
-from learnlab import Server
+
+from listener import Listener
 
 
 @pytest.fixture
-def server() -> Iterator[Server]:
-    """A loopback server the program under test may connect to."""
-    running = Server()
-    yield running
-    running.close()
-
-
-@pytest.fixture
-def other_server() -> Iterator[Server]:
-    """A second loopback server, on another port."""
-    running = Server()
-    yield running
-    running.close()
+def other_tcp() -> Iterator[Listener]:
+    """A second loopback TCP listener, on another port."""
+    listener = Listener()
+    yield listener
+    listener.close()

@@ -6,8 +6,9 @@ import os
 import signal
 from pathlib import Path
 
-from learnlab import Server, granted
+from learnlab import granted
 
+from listener import Listener
 from pysandboxes._os import landlock
 
 TYPE_CHECKING = False
@@ -23,7 +24,7 @@ user = os.environ["APP_USER"]
 token = os.getenv("APP_TOKEN", "")
 with socket.create_connection(("127.0.0.1", int(sys.argv[1]))) as conn:
     conn.sendall(b"ping")
-    reply = conn.recv(16).decode()
+    reply = conn.recv(16).decode().strip()
 os.makedirs("out", exist_ok=True)
 with open("out/report.json", "w") as handle:
     json.dump({"name": str(config["name"]), "user": user, "reply": reply}, handle)
@@ -39,12 +40,12 @@ def _project(project: Path, extra: str = "") -> None:
 
 
 def test_first_run_learns_and_the_second_does_the_same_work(
-    sb: Runner, project: Path, server: Server
+    sb: Runner, project: Path, tcp: Listener
 ) -> None:
     _project(project)
-    first = sb("app.py", str(server.port), env=ENV)
+    first = sb("app.py", str(tcp.port), env=ENV)
     assert first.returncode == 0, first.stderr
-    assert first.stdout == "child ran alice 18 pong\n"
+    assert first.stdout == "child ran alice 18 hello\n"
     rule_file = project / ".py-sandboxes"
     assert rule_file.is_file()
     assert oct(rule_file.stat().st_mode & 0o777) == "0o644"
@@ -55,7 +56,7 @@ def test_first_run_learns_and_the_second_does_the_same_work(
         )
     (project / "out" / "report.json").unlink()
 
-    second = sb("app.py", str(server.port), env=ENV)
+    second = sb("app.py", str(tcp.port), env=ENV)
     assert second.returncode == 0, second.stderr
     assert second.stdout == first.stdout
     assert "refused" not in second.stderr
@@ -64,10 +65,10 @@ def test_first_run_learns_and_the_second_does_the_same_work(
 
 
 def test_the_learned_rules_are_exactly_the_observed_accesses(
-    sb: Runner, project: Path, server: Server
+    sb: Runner, project: Path, tcp: Listener
 ) -> None:
     _project(project)
-    assert sb("app.py", str(server.port), env=ENV).returncode == 0
+    assert sb("app.py", str(tcp.port), env=ENV).returncode == 0
     rule_file = project / ".py-sandboxes"
     assert sorted(granted(rule_file)) == sorted(
         [
@@ -76,7 +77,7 @@ def test_the_learned_rules_are_exactly_the_observed_accesses(
             "env=PATH=${PATH}",  # subprocess looks "echo" up
             "expose-ro=./config.toml",  # the file, not its directory
             "expose-rw=./out",  # the directory it created and writes in
-            f"net=ALLOW|tcp|127.0.0.1|{server.port}|OUT",
+            f"net=ALLOW|tcp|127.0.0.1|{tcp.port}|OUT",
             "python-import=json",
             "python-import=os",
             "python-import=socket",
@@ -98,34 +99,36 @@ def test_the_learned_rules_are_exactly_the_observed_accesses(
 
 
 def test_cant_read_a_file_the_learning_run_did_not_read(
-    sb: Runner, py: Runner, project: Path, server: Server
+    sb: Runner, py: Runner, project: Path, tcp: Listener
 ) -> None:
     _project(project)
-    assert sb("app.py", str(server.port), env=ENV).returncode == 0
+    assert sb("app.py", str(tcp.port), env=ENV).returncode == 0
     (project / "extra.txt").write_text("more")
     _project(project, extra='print(open("extra.txt").read())\n')
-    assert py("app.py", str(server.port), env=ENV).stdout.endswith("more\n")  # the probe works
-    result = sb("app.py", str(server.port), env=ENV)
+    assert py("app.py", str(tcp.port), env=ENV).stdout.endswith("more\n")  # the probe works
+    result = sb("app.py", str(tcp.port), env=ENV)
     assert result.returncode == 1
     assert "RuleFileNotFoundError" in result.stderr
     assert "extra.txt" in result.stderr
 
 
 def test_cant_connect_to_a_port_the_learning_run_did_not_use(
-    sb: Runner, py: Runner, project: Path, server: Server, other_server: Server
+    sb: Runner, py: Runner, project: Path, tcp: Listener, other_tcp: Listener
 ) -> None:
     _project(project)
-    assert sb("app.py", str(server.port), env=ENV).returncode == 0
+    assert sb("app.py", str(tcp.port), env=ENV).returncode == 0
     extra = (
-        f"socket.create_connection(('127.0.0.1', {other_server.port})).close()\n"
+        f"socket.create_connection(('127.0.0.1', {other_tcp.port})).close()\n"
         "print('connected again')\n"
     )
     _project(project, extra=extra)
-    assert py("app.py", str(server.port), env=ENV).stdout.endswith("connected again\n")
-    result = sb("app.py", str(server.port), env=ENV)
+    assert py("app.py", str(tcp.port), env=ENV).stdout.endswith("connected again\n")
+    before = other_tcp.received
+    result = sb("app.py", str(tcp.port), env=ENV)
     assert result.returncode == 1
     assert "RuleSocketConnectionRefusedError" in result.stderr
-    assert str(other_server.port) in result.stderr
+    assert str(other_tcp.port) in result.stderr
+    assert other_tcp.received == before  # nothing reached it
 
 
 def test_a_program_killed_by_sigkill_still_gets_its_rules(sb: Runner, project: Path) -> None:
