@@ -42,6 +42,11 @@ _INTROSPECTION = {
 }
 
 
+#: The qualified name of a refused reach into the guards: no rule allows it, ever (so
+#: learning refuses it too).
+INTERNALS = "sandbox-internals"
+
+
 class IntegrityGuard:
     """Refuses the audited routes into the guards' own code and frames."""
 
@@ -103,7 +108,7 @@ class IntegrityGuard:
 
     def _refuse(self, what: str) -> None:
         self._enforcer.refuse_call(
-            "sandbox-internals",
+            INTERNALS,
             "introspection",
             f"{what} is refused: the sandbox's own code is out of the program's reach.",
         )

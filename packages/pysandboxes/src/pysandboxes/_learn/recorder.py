@@ -17,6 +17,7 @@ from _thread import get_ident
 
 from pysandboxes._enforce import Enforcing
 from pysandboxes._guards.audit import HOOK_FILENAME, current_frame
+from pysandboxes._guards.integrity import INTERNALS
 from pysandboxes._policy.judge import EXPOSURE_ROOT, PLANTED_RULES
 from pysandboxes._rpc.codec import Event, encode_event
 
@@ -139,7 +140,12 @@ class Learning:
         self._send(Event("env", name, "read"))
 
     def refuse_call(self, qualname: str, category: str, message: str) -> None:
-        """Record a sensitive call by its function and category."""
+        """Record a sensitive call by its function and category; a reach into the
+        guards, which no rule can allow, stays refused."""
+        if get_ident() in self._busy:
+            return  # the frames read while recording: ours, not the program's
+        if qualname == INTERNALS:
+            self._enforcing.refuse_call(qualname, category, message)
         self._send(Event("call", qualname, category))
 
     def refuse_connection(

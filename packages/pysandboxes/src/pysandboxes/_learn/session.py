@@ -130,7 +130,15 @@ class Collector:
 
 
 def conclude(plan: Plan, chunks: list[bytes]) -> None:
-    """Write the learned rules and print the summary; report, never raise."""
+    """Write the learned rules and print the summary; report, never raise: the waiter
+    must still end as the program ended, and remove its temporary directory."""
+    try:
+        _conclude(plan, chunks)
+    except Exception as exc:  # a bug here must not cost the program's exit status
+        print(f"python-sb: the learned rules could not be written: {exc!r}", file=sys.stderr)
+
+
+def _conclude(plan: Plan, chunks: list[bytes]) -> None:
     sys.path[:0] = [p for p in plan.path if p not in sys.path]
     from pysandboxes._rpc.codec import decode_events
 
