@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from learnlab import granted
@@ -148,3 +149,23 @@ def test_cant_write_a_rule_file_even_while_learning(sb: Runner, py: Runner, proj
     assert "REFUSED sub/.py-sandboxes RulePermissionError" in result.stdout
     assert not (project / "sub" / ".py-sandboxes").exists()
     assert "expose-rw=/" not in (project / ".py-sandboxes").read_text()
+
+
+def test_a_rule_file_changed_during_the_run_is_not_built_upon(sb: Runner, project: Path) -> None:
+    (project / "data.txt").write_text("1")
+    rule_file = project / ".py-sandboxes"
+    rule_file.write_text("python-import=subprocess\n")
+    # Outside the Python layer (a shell), a learning program can rewrite its rule file.
+    code = (
+        "import subprocess\n"
+        "subprocess.run(['sh', '-c', 'echo expose-rw=/ >> .py-sandboxes'], check=True)\n"
+        "open('data.txt').read()\n"
+    )
+    result = sb("--learn", "-c", code, env={"PATH": os.environ.get("PATH", "")})
+    assert result.returncode == 0, result.stderr
+    assert ".py-sandboxes changed while the program ran: nothing is written to it" in (
+        result.stderr
+    )
+    assert "\nexpose-ro=./data.txt\n" in result.stderr  # shown, not written
+    assert rule_file.read_text() == "python-import=subprocess\nexpose-rw=/\n"
+    assert not (project / ".py-sandboxes.old").exists()

@@ -39,12 +39,14 @@ class LearnRun:
         read_fd: the trusted side's end of the event pipe.
         spec: what the child is told (its end of the pipe).
         provider: the kernel provider the rules ask for, relaxed while learning.
+        digest: the output file's digest before the program started (see ``digest``).
     """
 
     output: str
     read_fd: int
     spec: LearnSpec
     provider: str = "subprocess"
+    digest: str = ""
 
     def close_child_end(self) -> None:
         """After the spawn: only the child may hold the write end, so its end is ours."""
@@ -69,6 +71,7 @@ class LearnRun:
             policy.rule_files,
             _relaxed_note(self.provider),
             advice,
+            self.digest,
         )
 
 
@@ -120,7 +123,24 @@ def start(
     known = frozenset(child_env) | frozenset(host.keys() - env.keys())
     read_fd, write_fd = os.pipe()
     os.set_inheritable(write_fd, True)
-    return LearnRun(output, read_fd, LearnSpec(write_fd, known), provider), env
+    spec = LearnSpec(write_fd, known)
+    return LearnRun(output, read_fd, spec, provider, digest(output)), env
+
+
+def digest(path: str) -> str:
+    """The SHA-256 of a file's bytes, ``""`` when it is missing or unreadable.
+
+    Taken before the program starts and again before writing: a learning run lets the
+    program do anything outside the Python layer (a shell can rewrite the rule file), so
+    a file that changed meanwhile is not built upon.
+    """
+    import hashlib
+
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.sha256(handle.read()).hexdigest()
+    except OSError:
+        return ""
 
 
 def _relaxed_note(provider: str) -> str:

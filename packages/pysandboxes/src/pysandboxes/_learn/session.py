@@ -44,6 +44,7 @@ class Plan:
         rule_files: the rule files of the run (never granted).
         relaxed: why the kernel layer was left off for this run, ``""`` if it was not.
         advice: what to do after reviewing, ``""`` when nothing (a ``learn=`` line to drop).
+        digest: the output file's SHA-256 before the program started, ``""`` if missing.
         path: ``sys.path`` of the launcher: the writer needs ``tomlkit``, the summary ``rich``.
     """
 
@@ -57,6 +58,7 @@ class Plan:
     relaxed: str
     path: tuple[str, ...]
     advice: str = ""
+    digest: str = ""
 
 
 def make_plan(
@@ -67,6 +69,7 @@ def make_plan(
     rule_files: Sequence[str],
     relaxed: str,
     advice: str = "",
+    digest: str = "",
 ) -> Plan:
     """The plan of a learning run, from the launcher's knowledge of the host."""
     variables = tuple((n, env[n]) for n in _PATH_VARIABLES if env.get(n, "").startswith("/"))
@@ -82,13 +85,14 @@ def make_plan(
         relaxed,
         tuple(p for p in sys.path if p),
         advice,
+        digest,
     )
 
 
 def plan_argument(plan: Plan) -> str:
     """The plan as one command-line argument of the waiter."""
     names = ("fd", "output", "cwd", "home", "variables", "host_names", "rule_files")
-    fields = {name: getattr(plan, name) for name in (*names, "relaxed", "path", "advice")}
+    fields = {name: getattr(plan, name) for name in (*names, "relaxed", "path", "advice", "digest")}
     return json.dumps(fields)
 
 
@@ -165,6 +169,15 @@ def _conclude(plan: Plan, chunks: list[bytes]) -> None:
         notes.append(plan.advice)
     shown = _shown(plan.output, plan.cwd)
     existed = os.path.exists(plan.output)
+    from .launch import digest
+
+    if digest(plan.output) != plan.digest:
+        notes.append(f"{shown} changed while the program ran: nothing is written to it")
+        notes.append("check the file, then learn again; the rules learned are below")
+        _summary(learned, notes, shown)
+        for rule in learned.rules:
+            print(rule.line, file=sys.stderr)
+        return
     try:
         backup = _write(plan.output, learned)
     except (OSError, ValueError) as exc:
