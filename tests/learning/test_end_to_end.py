@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 from pathlib import Path
 
 from learnlab import granted
@@ -190,3 +191,38 @@ def test_accesses_from_many_threads_are_all_learned(sb: Runner, project: Path) -
         rule for rule in learned if rule.startswith("expose-ro=./part")
     ]
     assert sb("app.py").stdout == "read all\n"
+
+
+def test_a_module_run_with_m_learns_its_own_import(sb: Runner, project: Path) -> None:
+    (project / "data.txt").write_text("x")
+    (project / "tool").mkdir()
+    (project / "tool" / "__init__.py").write_text("")
+    (project / "tool" / "__main__.py").write_text("import csv\nprint(open('data.txt').read())\n")
+    first = sb("-m", "tool")
+    assert first.returncode == 0, first.stderr
+    rule_file = project / "tool" / ".py-sandboxes"  # next to the module, as discovery says
+    assert sorted(granted(rule_file)) == [
+        f"expose-ro={project / 'data.txt'}",
+        "python-import=csv",
+        "python-import=tool",  # asked for by the command line
+    ]
+    assert "python-import=tool  # learned: imported by the command line" in rule_file.read_text()
+    second = sb("-m", "tool")
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == "x\n"
+
+
+def test_a_program_stopped_by_sigterm_still_gets_its_rules(python_sb: str, project: Path) -> None:
+    (project / "data.txt").write_text("data")
+    (project / "app.py").write_text(
+        "import sys, time\nopen('data.txt').read()\nprint('ready', flush=True)\ntime.sleep(60)\n"
+    )
+    env = {"PATH": os.environ.get("PATH", "")}
+    with subprocess.Popen(
+        [python_sb, "app.py"], cwd=project, env=env, stdout=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "ready\n"
+        process.send_signal(signal.SIGTERM)  # to python-sb, which passes it on
+        assert process.wait(timeout=30) == -signal.SIGTERM
+    assert "expose-ro=./data.txt" in granted(project / ".py-sandboxes")

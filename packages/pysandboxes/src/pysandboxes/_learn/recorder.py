@@ -86,6 +86,8 @@ class Learning:
         if frame is None:
             return ""
         filename = frame.f_code.co_filename
+        if filename == _BOOTSTRAP[0] and frame.f_code.co_name == "run":
+            return "the command line"  # runpy finding the -m module: the program asks for it
         if filename.startswith(_OWN_DIR) or (filename == "<string>" and frame.f_back is None):
             return None  # the bootstrap: "<string>" is also the name of a -c program
         if filename.startswith(self._cwd):
