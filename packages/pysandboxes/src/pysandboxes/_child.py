@@ -231,11 +231,12 @@ def _hide(modules: dict[str, object]) -> None:
             delattr(holder, child)
 
 
-def main() -> tuple[Program, CodeType | None]:
+def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
     """Prepare the sandboxed interpreter; return what the boot code then runs.
 
-    The boot code calls ``_runner.run`` itself, so that no frame of this module stays
-    under the program's frames.
+    ``path`` is the ``sys.path`` CPython made; the boot code took the working directory
+    and ``PYTHONPATH`` off it until the walls are up. The boot code calls ``_runner.run``
+    itself, so that no frame of this module stays under the program's frames.
     """
     spec = _read_spec(int(sys.argv[1]))
     _mode.enter_sandbox()
@@ -263,8 +264,8 @@ def main() -> tuple[Program, CodeType | None]:
     # Before prepare() puts the program's directory first on sys.path: that directory is
     # the program's, not the interpreter's, and needs a rule like any other.
     roots = interpreter_roots()
-    _runner.prepare(program)
-    files = module_files(program.target) if program.kind == "module" else []
+    full_path = list(sys.path) if path is None else path
+    files = module_files(program.target, full_path) if program.kind == "module" else []
     if spec.learning is not None:
         # The pipe is the child's alone: programs it starts must not write events.
         os.set_inheritable(spec.learning.event_fd, False)
@@ -282,4 +283,7 @@ def main() -> tuple[Program, CodeType | None]:
         become_init()  # pid 1 ignores unhandled signals: the program runs as pid 2
     if spec.provider != "none":  # 'none' asks for no sandbox at all; the banner says so
         install_guards(spec, roots, files)
+    # Only now may the program's directory, the working directory and PYTHONPATH lead
+    # imports: modules there are the program's, judged like the rest of it.
+    _runner.prepare(program, full_path)
     return program, code

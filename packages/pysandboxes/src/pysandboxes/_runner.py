@@ -59,11 +59,14 @@ def _fresh_main(name: str = "__main__") -> dict[str, object]:
     return namespace
 
 
-def prepare(program: Program) -> None:
-    """Set ``sys.argv`` and ``sys.path[0]`` the way CPython sets them for ``program``."""
+def prepare(program: Program, path: list[str] | None = None) -> None:
+    """Set ``sys.argv`` and ``sys.path`` the way CPython sets them for ``program``;
+    ``path`` is the ``sys.path`` CPython made before the boot code narrowed it."""
     # stdin: "-" when given on the command line, "" when the program was only piped in.
     argv0 = {"module": "-m", "command": "-c", "repl": ""}.get(program.kind, program.target)
     sys.argv[:] = [argv0, *program.args]
+    if path is not None:
+        sys.path[:] = path
     if sys.flags.safe_path:
         return
     if program.kind == "script":

@@ -17,12 +17,19 @@ if TYPE_CHECKING:
 
 PROGRAM_KINDS = ("script", "module", "command", "stdin", "repl")
 
-#: The code the trusted side gives ``python -c``: it puts this package on the path (even
-#: under ``-S``), takes it off again, and starts ``pysandboxes._child.main``.
+#: The code the trusted side gives ``python -c``. Before importing anything it takes the
+#: working directory ("") and the ``PYTHONPATH`` entries off ``sys.path``: a module there
+#: named like a standard one (``fnmatch.py``) would otherwise run before the kernel layer
+#: and the guards. ``main`` gets the path CPython made and the runner restores it, with the
+#: program's directory first, once everything is in place. It puts this package on the
+#: path (even under ``-S``), takes it off again, and starts ``pysandboxes._child.main``.
 BOOT = (
-    "import sys;sys.path.insert(0,{path!r});"
+    "import sys;_p=sys.path[:];"
+    "_e=__import__('posix').environ.get(b'PYTHONPATH',b'').decode('utf-8','surrogateescape');"
+    "sys.path[:]=[p for p in _p if p and p not in _e.split(':')];"
+    "sys.path.insert(0,{path!r});"
     "from pysandboxes._child import main as _m;from pysandboxes._runner import run as _r;"
-    "del sys.path[0];_r(*_m())"
+    "del sys.path[0];_r(*_m(_p))"
 )
 
 

@@ -31,9 +31,12 @@ from __future__ import annotations
 import builtins
 import os
 import sys
-from types import CodeType, FunctionType
+from types import CodeType
 
 from .audit import current_frame
+from .importdoors import exact as _exact
+from .importdoors import finder as make_finder
+from .importdoors import gcd_wrapper, import_wrapper
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -83,59 +86,6 @@ _MACHINERY = frozenset({"importlib._bootstrap", "importlib._bootstrap_external",
 _PROGRAM, _LIBRARY, _MACHINE = 0, 1, 2
 
 
-def _exact(value: object) -> str | None:
-    """A plain copy of a str (a subclass could lie to ``==`` and hashing), else None."""
-    return str.__add__("", value) if isinstance(value, str) else None  # type: ignore[arg-type]
-
-
-def _detached(function: Callable[..., Any], name: str) -> FunctionType:
-    """``function`` rebound to globals of its own: no way from it to this module."""
-    code: CodeType = function.__code__  # type: ignore[attr-defined]
-    closure = function.__closure__  # type: ignore[attr-defined]
-    detached = FunctionType(code, {"__builtins__": {}}, name, function.__defaults__, closure)  # type: ignore[attr-defined]
-    detached.__qualname__ = name
-    detached.__doc__ = function.__doc__
-    return detached
-
-
-def _import_wrapper(
-    original: Callable[..., Any], audit: Callable[..., None], allowed: frozenset[str]
-) -> FunctionType:
-    # Names the rules allow skip the event: a program that swaps this closure's set gains
-    # only modules already loaded, which sys.modules hands out anyway; the finder still
-    # judges every module that would be loaded.
-    def __import__(name, globals=None, locals=None, fromlist=(), level=0):  # type: ignore[no-untyped-def]
-        if level or name not in allowed:
-            audit("pysandboxes.import", "statement", name, globals, level)
-        return original(name, globals, locals, fromlist, level)
-
-    wrapper = _detached(__import__, "__import__")  # type: ignore[arg-type]
-    wrapper.__doc__ = original.__doc__
-    return wrapper
-
-
-def _gcd_wrapper(original: Callable[..., Any], audit: Callable[..., None]) -> FunctionType:
-    def _gcd_import(name, package=None, level=0):  # type: ignore[no-untyped-def]
-        audit("pysandboxes.import", "call", name, package, level)
-        return original(name, package, level)
-
-    return _detached(_gcd_import, "_gcd_import")  # type: ignore[arg-type]
-
-
-def _finder(audit: Callable[..., None], allowed: frozenset[str], exact: frozenset[str]) -> object:
-    # As in the wrapper, names the rules allow skip the event. A program that swaps the
-    # set in this closure gets past the finder, not past the check of the module's code
-    # when it runs (below); only an extension module would load unjudged (security.md).
-    def find_spec(fullname: Any, path: Any = None, target: Any = None) -> None:
-        if fullname not in exact and fullname.partition(".")[0] not in allowed:
-            audit("pysandboxes.import", "find", fullname, path, 0)
-
-    detached = _detached(find_spec, "find_spec")  # type: ignore[arg-type]
-    kind = type("ImportRulesFinder", (), {"__slots__": (), "find_spec": staticmethod(detached)})
-    kind.__module__ = "pysandboxes"
-    return kind()
-
-
 class ImportGuard:
     """Judges imports against ``python-import=`` (see the module docstring)."""
 
@@ -172,10 +122,10 @@ class ImportGuard:
         self._frames_removed = bootstrap._call_with_frames_removed.__code__
         audit = sys.audit
         tops, exact = judge.allowed_names()
-        self.finder = _finder(audit, tops, exact)
+        self.finder = make_finder(audit, tops, exact)
         self._wrappers = (
-            _import_wrapper(builtins.__import__, audit, tops | exact),
-            _gcd_wrapper(bootstrap._gcd_import, audit),
+            import_wrapper(builtins.__import__, audit, tops | exact),
+            gcd_wrapper(bootstrap._gcd_import, audit),
         )
         self._own.update(id(w.__globals__) for w in self._wrappers)
         self._own.add(id(type(self.finder).find_spec.__globals__))  # type: ignore[attr-defined]

@@ -66,7 +66,11 @@ class Learning:
     # -- where the program did it ------------------------------------------------------
 
     def where(self) -> str | None:
-        """``file:line`` of the program's code behind the access; ``None`` for our own.
+        """``file:line`` of the program's code behind the access; ``None`` for our own."""
+        return self._site()[0]
+
+    def _site(self) -> tuple[str | None, bool]:
+        """Where the program did it, and whether the import system acted for it.
 
         Outward from here: the guards' frames up to the audit hook (when the access came
         through it), then the wrappers and the standard library, which act for their
@@ -81,28 +85,30 @@ class Learning:
                 break
             below_hook = below_hook.f_back
         frame = below_hook.f_back if below_hook is not None else frame
+        importing = False
         while frame is not None and _acting_for_caller(frame.f_code.co_filename):
+            importing = importing or frame.f_code.co_filename.startswith("<frozen importlib")
             frame = frame.f_back
         if frame is None:
-            return ""
+            return "", importing
         filename = frame.f_code.co_filename
         if filename == _BOOTSTRAP[0] and frame.f_code.co_name == "run":
-            return "the command line"  # runpy finding the -m module: the program asks for it
+            return "the command line", importing  # runpy finding the -m module
         if filename.startswith(_OWN_DIR) or (filename == "<string>" and frame.f_back is None):
-            return None  # the bootstrap: "<string>" is also the name of a -c program
+            return None, importing  # the bootstrap: "<string>" also names a -c program
         if filename.startswith(self._cwd):
             filename = filename[len(self._cwd) :]
-        return f"{filename}:{frame.f_lineno}"
+        return f"{filename}:{frame.f_lineno}", importing
 
-    def _send(self, event: Event) -> None:
+    def _send(self, event: Event, *, unless_importing: bool = False) -> None:
         key = (event.family, event.name, event.access, event.proto, event.port)
         thread = get_ident()
         if thread in self._busy or key in self._sent or len(self._sent) >= _MAX_SENT:
             return
         self._busy.add(thread)
         try:
-            where = self.where()
-            if where is None:
+            where, importing = self._site()
+            if where is None or (unless_importing and importing):
                 return
             self._sent.add(key)
             line = encode_event(Event(*key[:3], event.proto, event.port, event.addresses, where))
@@ -128,7 +134,9 @@ class Learning:
             access = "list"
         elif access == "write" and not self._exists(report.real):
             access = "create"  # open(path, "w") of a new file: its directory must allow it
-        self._send(Event("file", report.real, access))
+        # The import system lists the directories of sys.path to find modules; a refused
+        # listing only makes it look file by file, so it needs no rule of its own.
+        self._send(Event("file", report.real, access), unless_importing=access == "list")
 
     def _exists(self, path: str) -> bool:
         try:

@@ -1,0 +1,38 @@
+"""A module named like a standard one, planted next to the program, never runs unguarded.
+
+Python puts the working directory (or the script's directory) first on ``sys.path``. The
+sandbox itself imports standard modules (fnmatch, struct...) before its walls are up; a
+planted ``fnmatch.py`` there would run with python-sb's rights. Each probe's planted module
+writes a marker outside the project: plain python shows the file is importable, python-sb
+must run the program without ever running it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
+    from conftest import Runner
+
+
+@pytest.mark.parametrize(
+    ("folder", "module"), [(".", "fnmatch"), ("scripts", "struct"), ("scripts", "shutil")]
+)
+def test_a_planted_standard_module_never_runs_before_the_walls(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path, folder: str, module: str
+) -> None:
+    marker = tmp_path / "outside-marker"
+    place = project / folder
+    place.mkdir(exist_ok=True)
+    (place / f"{module}.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    (place / "prog.py").write_text("print('program ok')\n")
+    py("-c", f"import sys; sys.path.insert(0, {str(place)!r}); import {module}")
+    assert marker.exists(), "the planted module is not importable: the probe proves nothing"
+    marker.unlink()
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=json\n")
+    result = sb(f"{folder}/prog.py")
+    assert result.stdout == "program ok\n", result.stderr
+    assert not marker.exists()
