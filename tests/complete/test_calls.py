@@ -406,3 +406,42 @@ def test_a_program_may_renice_itself(sb: Runner, project: Path) -> None:
     (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
     code = "import os; os.setpriority(os.PRIO_PROCESS, 0, 3); print(os.getpriority(0, 0))"
     assert sb("-c", code).stdout == "3\n"
+
+
+TIOCSTI = """
+import fcntl, sys, termios
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x")
+    print("INJECTED")
+except OSError as exc:
+    print("REFUSED", type(exc).__name__, exc)
+"""
+
+
+def test_cant_type_into_the_terminal(sb: Runner, py: Runner, project: Path) -> None:
+    # What a program pushes into the terminal's input, the user's shell runs afterwards.
+    import os
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        control = subprocess.run(
+            [py.command[0], "-c", TIOCSTI], stdin=terminal, capture_output=True, text=True
+        )
+        if "INJECTED" not in control.stdout:
+            pytest.skip(f"this kernel refuses TIOCSTI to the test itself: {control.stdout}")
+        assert os.read(controller, 100)  # the injected byte is echoed back
+        (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+        result = subprocess.run(
+            [sb.command[0], "-c", TIOCSTI],
+            stdin=terminal,
+            capture_output=True,
+            text=True,
+            cwd=project,
+        )
+        assert "Writing into the terminal's input (TIOCSTI, TIOCLINUX) is refused" in (
+            result.stdout
+        ), result.stdout + result.stderr
+    finally:
+        os.close(controller)
+        os.close(terminal)

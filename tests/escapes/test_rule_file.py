@@ -192,3 +192,14 @@ def test_cant_plant_a_rule_file_for_the_next_run(lab: Lab) -> None:
     result = lab.run_sandboxed(code, str(lab.out))
     assert "a file named .py-sandboxes holds rules" in result.stdout, result.stdout + result.stderr
     assert not planted.exists()
+
+
+def test_cant_widen_a_narrower_rule_by_a_link_for_the_next_run(lab: Lab) -> None:
+    # out/cfg replaced by a link to the secret's directory: the next run would grant the
+    # target of 'expose-ro=./out/cfg'. The rules then refuse to start instead.
+    lab.rules("expose-rw=./out", "expose-ro=./out/cfg")
+    lab.setup(lambda: (lab.out / "cfg").symlink_to(lab.outside))
+    result = lab.run_sandboxed(attempt("print(open('out/cfg/secret.txt').read())"))
+    assert result.returncode == 255, result.stdout + result.stderr
+    assert "is a symbolic link inside the writable exposure" in result.stderr
+    assert lab.secret not in result.stdout

@@ -101,6 +101,7 @@ GUARDED_MODULES = frozenset({"_posixsubprocess", "_signal", "posix"})
 # fcntl commands and ioctl requests that make the kernel signal another process (SIGIO).
 _F_SETOWN, _F_SETOWN_EX = 8, 15
 _SETOWN_IOCTLS = frozenset({0x8901, 0x8902})  # FIOSETOWN, SIOCSPGRP
+_TERMINAL_INPUT_IOCTLS = frozenset({0x5412, 0x541C})  # TIOCSTI, TIOCLINUX
 
 
 class CallGuard:
@@ -142,8 +143,9 @@ class CallGuard:
             handlers["ctypes.dlopen"] = self._dlopen
         if "os.kill" in handlers:
             handlers["fcntl.fcntl"] = self._fcntl
-            handlers["fcntl.ioctl"] = self._ioctl
+        handlers["fcntl.ioctl"] = self._ioctl
         self._native = self.family_allowed("ctypes.CDLL", _NATIVE)
+        self._handled = frozenset(handlers)
         handlers["import"] = self._import
         handlers[EXTENSION_EVENT] = self._extension
         handlers[REFUSE_EVENT] = self._refuse_reported
@@ -189,7 +191,16 @@ class CallGuard:
     def _ioctl(self, args: tuple[Any, ...]) -> None:
         if len(args) < 3 or type(args[1]) is not int:
             return
-        if args[1] in _SETOWN_IOCTLS and self._setown(args[2]):
+        if args[1] in _TERMINAL_INPUT_IOCTLS:
+            # Typing into the terminal runs commands in the user's shell after the
+            # sandbox ends: no rule can allow it.
+            self._enforcer.refuse_call(
+                "fcntl.ioctl",
+                "process-control",
+                "Writing into the terminal's input (TIOCSTI, TIOCLINUX) is refused: what "
+                "a sandbox types there, the user's shell runs. No rule can allow it.",
+            )
+        if "os.kill" in self._handled and args[1] in _SETOWN_IOCTLS and self._setown(args[2]):
             self.refuse("os.kill")
 
     def _prlimit(self, args: tuple[Any, ...]) -> None:

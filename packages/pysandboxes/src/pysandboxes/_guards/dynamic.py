@@ -65,14 +65,13 @@ def looks_like_a_type(source: object) -> bool:
     return type(source) is str and _NOT_IN_TYPE_EXPRESSIONS.isdisjoint(source)  # type: ignore[arg-type]
 
 
-def _is_module_file(name: object) -> bool:
-    """Whether the import system compiles a file it found (not a string it was handed)."""
-    if type(name) is bytes:
-        name = name.decode("utf-8", "surrogateescape")  # type: ignore[union-attr]
-    if type(name) is not str or not name.startswith("/"):  # type: ignore[union-attr]
-        return False
-    archive, zipped, _ = name.partition(".zip/")  # type: ignore[union-attr]
-    return os.path.isfile(archive + ".zip" if zipped else name)  # type: ignore[arg-type]
+def _file_name(name: object) -> str | None:
+    """A file name argument as a plain ``str`` (``bytes`` decoded), else ``None``."""
+    if isinstance(name, bytes):
+        return bytes(name).decode("utf-8", "surrogateescape")
+    if isinstance(name, str):
+        return str.__add__("", name)
+    return None
 
 
 #: What the import system calls on a file loader while it reads a module's bytecode.
@@ -124,6 +123,12 @@ class DynamicCodeGuard:
             if hasattr(holder, name)
         ) + ((external, "cache_from_source", external.cache_from_source),)
         self._roots = (self._stdlib, *self._third_party)
+        self._source_to_code = external.SourceLoader.source_to_code.__code__
+        self._bootstrap_globals: dict[str, Any] = vars(sys.modules["_frozen_importlib"])
+        zipimport: Any = sys.modules.get("zipimport")
+        self._zip_globals: dict[str, Any] | None = vars(zipimport) if zipimport else None
+        self._zip_compile_source = zipimport._compile_source.__code__ if zipimport else None
+        self._zip_get_module_code = zipimport._get_module_code.__code__ if zipimport else None
         self._generating: frozenset[str] = _GENERATING | (
             _INTERACTIVE if interactive else frozenset[str]()
         )
@@ -131,10 +136,12 @@ class DynamicCodeGuard:
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
         """The audit events judged here."""
-        handlers: dict[str, Callable[[tuple[Any, ...]], None]] = {}
-        if not self._allowed:
-            handlers["compile"] = self._compile
-            handlers["code.__new__"] = self._code_new
+        # Always watched, even with dynamic-code granted: code named after a library file
+        # would pass for the library with the import and integrity guards.
+        handlers: dict[str, Callable[[tuple[Any, ...]], None]] = {
+            "compile": self._compile,
+            "code.__new__": self._code_new,
+        }
         if not self._marshal_allowed:
             # marshal turns bytes into code objects (category deserialization); the import
             # system's own use, reading .pyc files, is ambient.
@@ -175,7 +182,7 @@ class DynamicCodeGuard:
         if any_stdlib:
             return False
         if module in _IMPORTING:
-            return not _is_module_file(compiled)
+            return not self._genuine_compile(compiled)
         if module in _ANNOTATIONS:
             return not looks_like_a_type(source)
         return module not in self._generating
@@ -183,13 +190,71 @@ class DynamicCodeGuard:
     def _compile(self, args: tuple[Any, ...]) -> None:
         source = args[0] if args else None
         compiled = args[1] if len(args) > 1 else None
-        if self._user_code(source, compiled):
+        if not self._user_code(source, compiled):
+            return
+        if not self._allowed:
             self._refuse("eval(), exec() and compile()", "builtins.compile")
+        self._refuse_disguise(compiled, "Compiling")
 
     def _code_new(self, args: tuple[Any, ...]) -> None:
         # The standard library only rebuilds code it holds (types.coroutine flips a flag).
-        if self._user_code(any_stdlib=True):
+        if not self._user_code(any_stdlib=True):
+            return
+        if not self._allowed:
             self._refuse("Building a code object (types.CodeType, code.replace)", "code.__new__")
+        self._refuse_disguise(args[1] if len(args) > 1 else None, "Building")
+
+    def _refuse_disguise(self, filename: object, verb: str) -> None:
+        """Refuse program code named after a file of the interpreter's trees."""
+        name = _file_name(filename)
+        if name is None or not name.startswith("/"):
+            return
+        if os.path.normpath(name).startswith(self._roots):
+            self._enforcer.refuse_call(
+                "builtins.compile",
+                "dynamic-code",
+                f"{verb} code named after the library file {name!r} is refused: the sandbox "
+                "trusts code by the file it names, and no rule can allow a program's code "
+                "to pass for the library's.",
+            )
+
+    def _genuine_compile(self, compiled: object) -> bool:
+        """Whether the import system compiles the source of a module file it read itself:
+        ``SourceLoader.get_code`` of a genuine loader, or ``zipimport``'s own reading. A
+        string handed to ``source_to_code`` under a real file's name is the program's."""
+        name = _file_name(compiled)
+        if name is None:
+            return False
+        frame: FrameType | None = current_frame()
+        own = self._own
+        while frame is not None and id(frame.f_globals) in own:
+            frame = frame.f_back
+        if frame is None:
+            return False
+        if frame.f_globals is self._zip_globals:
+            back = frame.f_back
+            return (
+                frame.f_code is self._zip_compile_source
+                and back is not None
+                and back.f_code is self._zip_get_module_code
+            )
+        if frame.f_globals is self._bootstrap_globals:
+            frame = frame.f_back  # _call_with_frames_removed, as source_to_code calls it
+        if frame is None or frame.f_globals is not self._external_globals:
+            return False
+        if frame.f_code is not self._source_to_code:
+            return False
+        frame = frame.f_back
+        if frame is None or frame.f_code is not self._source_get_code:
+            return False
+        names = frame.f_locals
+        loader: object = names.get("self")
+        if type(loader) is not self._source_loader:
+            return False
+        if not self._loaders_intact or _has_own_methods(loader):
+            return False
+        source = names.get("source_path")
+        return type(source) is str and source == name
 
     def _marshal(self, args: tuple[Any, ...]) -> None:
         if not self._module_bytecode():

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from .lines import RawRule
+    from .model import Origin
     from .parser import _Builder as Builder
 
 #: Kernel providers we ship, as ``os-sandbox=`` takes them.
@@ -74,13 +75,43 @@ def expose_rule(builder: Builder, rule: RawRule) -> None:
     if expanded is None:
         builder.issue(origin, f"'{origin.text}': cannot expand '~': no home directory")
         return
-    path = os.path.join(rule.base, expanded)
+    written = os.path.normpath(os.path.join(rule.base, expanded))
     # /proc/self names the sandboxed process, not the one reading the rules.
-    path = os.path.normpath(path) if _is_proc_self(path) else os.path.realpath(path)
+    path = written if _is_proc_self(written) else os.path.realpath(written)
     if not os.path.exists(path):
         builder.issue(origin, f"'{origin.text}': '{path}' does not exist")
         return
     builder.add("expose", ExposeRule(path, rule.key == "expose-rw", os.path.isdir(path), origin))
+    if path != written:
+        builder.add("expose-links", (written, origin))
+
+
+def links_in_writable_exposures(
+    builder: Builder, links: Iterable[tuple[str, Origin]], exposures: Iterable[ExposeRule]
+) -> None:
+    """Refuse a rule whose path goes through a symbolic link inside a writable exposure.
+
+    A sandbox may replace an entry of a directory it can write by a link: a narrower rule
+    naming that entry would then follow the link on the next run and grant its target.
+    """
+    writable = [rule for rule in exposures if rule.writable and rule.is_dir]
+    for written, origin in links:
+        prefix = "/"
+        for part in written.strip("/").split("/"):
+            here = os.path.join(prefix, part)
+            inside = next(
+                (w for w in writable if prefix == w.path or prefix.startswith(w.path + "/")),
+                None,
+            )
+            if inside is not None and os.path.islink(here):
+                builder.issue(
+                    origin,
+                    f"'{origin.text}': '{here}' is a symbolic link inside the writable "
+                    f"exposure {inside.origin}, which a sandbox could have made: name the "
+                    "real path, or remove the link",
+                )
+                break
+            prefix = os.path.realpath(here)
 
 
 def _is_proc_self(path: str) -> bool:

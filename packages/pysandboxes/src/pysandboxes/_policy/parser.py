@@ -274,6 +274,7 @@ def _assemble(builder: _Builder, files: Iterable[str]) -> Policy:
             )
     lists = builder.lists
     expose = _merge_exposures(builder, lists.get("expose", []))
+    families.links_in_writable_exposures(builder, lists.get("expose-links", []), expose)
     net: list[NetRule] = lists.get("net", [])
     evals: list[EvalRule] = lists.get("eval", [])
     api: list[ApiRule] = lists.get("api", [])
