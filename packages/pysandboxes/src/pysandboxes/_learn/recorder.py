@@ -41,7 +41,8 @@ def _acting_for_caller(filename: str) -> bool:
     """Guards, wrappers and the standard library act for whoever called them."""
     if filename.startswith(_OWN_DIR):
         return filename not in _BOOTSTRAP
-    return filename.startswith((_STDLIB, "<frozen ")) or filename == HOOK_FILENAME
+    # "<pysandboxes ...>": the sealed hook and the sealed copies of guarded functions.
+    return filename.startswith((_STDLIB, "<frozen ", "<pysandboxes "))
 
 
 class Learning:
