@@ -36,3 +36,21 @@ def test_a_planted_standard_module_never_runs_before_the_walls(
     result = sb(f"{folder}/prog.py")
     assert result.stdout == "program ok\n", result.stderr
     assert not marker.exists()
+
+
+def test_the_programs_listing_shows_only_what_the_rules_show(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # The program's directory is listed for the import system before the walls; that
+    # listing must not show what the rules hide (here: a module no rule exposes).
+    (project / "helper.py").write_text("print('helper ran')\n")
+    (project / "hidden_helper.py").write_text("print('hidden ran')\n")
+    (project / "prog.py").write_text(
+        "import helper\ntry:\n    import hidden_helper\nexcept ImportError:\n"
+        "    print('hidden not found')\n"
+    )
+    assert py("prog.py").stdout == "helper ran\nhidden ran\n"
+    rules = "expose-ro=./prog.py\nexpose-ro=./helper.py\npython-import=helper, hidden_helper\n"
+    (project / ".py-sandboxes").write_text(rules)
+    result = sb("prog.py")
+    assert result.stdout == "helper ran\nhidden not found\n", result.stderr

@@ -7,7 +7,6 @@ import signal
 import subprocess
 from pathlib import Path
 
-import pytest
 from learnlab import granted
 
 from listener import Listener
@@ -229,12 +228,6 @@ def test_a_program_stopped_by_sigterm_still_gets_its_rules(python_sb: str, proje
     assert "expose-ro=./data.txt" in granted(project / ".py-sandboxes")
 
 
-@pytest.mark.xfail(
-    landlock.unavailable_reason() is None,
-    strict=True,
-    reason="since 96ee40a the program's directory joins sys.path after Landlock, which then "
-    "refuses to list it when only files in it are exposed: the import system finds no module",
-)
 def test_a_sibling_module_learned_is_importable_next_run(sb: Runner, project: Path) -> None:
     (project / "helper.py").write_text("def answer():\n    return 42\n")
     (project / "app.py").write_text("import helper\nprint(helper.answer())\n")

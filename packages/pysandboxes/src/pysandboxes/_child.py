@@ -24,6 +24,7 @@ from pysandboxes._guards.integrity import IntegrityGuard
 from pysandboxes._guards.network import NetworkGuard
 from pysandboxes._guards.paths import Resolver
 from pysandboxes._policy.judge import ApiJudge, FileJudge, ImportJudge, NetJudge
+from pysandboxes._policy.model import Access
 from pysandboxes._spec import LaunchSpec, decode
 from pysandboxes._view import exposures as _exposures
 from pysandboxes._view import interpreter_roots, module_files, plan_for
@@ -32,6 +33,7 @@ from pysandboxes.errors import OSLayerUnavailable
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import CodeType
+    from typing import Any
 
     from pysandboxes._enforce import Enforcer
     from pysandboxes._os.plan import AppliedLayer
@@ -110,8 +112,55 @@ def restore_terminal_signals() -> None:
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
-def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> None:
-    """Install the audit hook and the wrappers; nothing of the program has run yet."""
+def list_program_directory(program: Program) -> object | None:
+    """The import system's finder for the program's directory, its listing taken now.
+
+    The directory joins ``sys.path`` after the kernel layer, which may refuse to list it
+    (only some files in it are exposed); the finder lists it once, before, and the
+    guards then keep in its listing only the entries the rules show.
+    """
+    if sys.flags.safe_path:
+        return None
+    directory = _runner.program_directory(program)
+    for hook in sys.path_hooks:
+        try:
+            finder: Any = hook(directory)
+        except ImportError:
+            continue
+        fill = getattr(finder, "_fill_cache", None)
+        if fill is None:
+            return None
+        try:
+            finder._path_mtime = os.stat(directory).st_mtime  # else the first import refills
+        except OSError:
+            return None
+        fill()
+        sys.path_importer_cache[directory] = finder
+        return finder
+    return None
+
+
+def show_only_exposed(finder: object | None, judge: FileJudge) -> None:
+    """Keep in the prefilled listing only what the rules show (see above)."""
+    if finder is None:
+        return
+    listed: Any = finder
+    base = str(listed.path).rstrip("/")
+    shown = {
+        name
+        for name in listed._path_cache
+        if judge.judge(f"{base}/{name}", Access.READ).allowed
+        or judge.leads_to_exposure(f"{base}/{name}")
+    }
+    listed._path_cache = shown
+    listed._relaxed_path_cache = {name.lower() for name in shown}
+
+
+def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> FileJudge:
+    """Install the audit hook and the wrappers; nothing of the program has run yet.
+
+    Returns the file judge, for the listing taken before the walls.
+    """
     policy = spec.policy
     enforcer = _enforcer(spec)
     judge = FileJudge(_exposures(spec, roots, program), policy.ignore, spec.protected)
@@ -170,6 +219,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> No
     hook.install()
     filewraps.install(files.metadata_seen)
     _hide(internal)
+    return judge
 
 
 def _enforcer(spec: LaunchSpec) -> Enforcer:
@@ -269,6 +319,7 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
     if spec.learning is not None:
         # The pipe is the child's alone: programs it starts must not write events.
         os.set_inheritable(spec.learning.event_fd, False)
+    listing = list_program_directory(program)
     try:
         if spec.provider in ("landlock", "bwrap", "unshare"):
             apply_kernel_layer(spec, roots, files)
@@ -282,7 +333,9 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
 
         become_init()  # pid 1 ignores unhandled signals: the program runs as pid 2
     if spec.provider != "none":  # 'none' asks for no sandbox at all; the banner says so
-        install_guards(spec, roots, files)
+        judge = install_guards(spec, roots, files)
+        if spec.learning is None:  # a learning run sees everything, as unsandboxed
+            show_only_exposed(listing, judge)
     # Only now may the program's directory, the working directory and PYTHONPATH lead
     # imports: modules there are the program's, judged like the rest of it.
     _runner.prepare(program, full_path)

@@ -69,16 +69,20 @@ def prepare(program: Program, path: list[str] | None = None) -> None:
         sys.path[:] = path
     if sys.flags.safe_path:
         return
-    if program.kind == "script":
-        first = os.path.dirname(os.path.realpath(program.target))
-    elif program.kind == "module":
-        first = os.getcwd()
-    else:
-        first = ""
+    first = program_directory(program)
+    if program.kind not in ("script", "module"):
+        first = ""  # CPython's "": the working directory, looked up at each import
     if sys.path and sys.path[0] == "":
         sys.path[0] = first
     else:
         sys.path.insert(0, first)
+
+
+def program_directory(program: Program) -> str:
+    """The directory CPython puts first on ``sys.path`` for ``program``."""
+    if program.kind == "script":
+        return os.path.dirname(os.path.realpath(program.target))
+    return os.getcwd()
 
 
 def read_script(path: str) -> CodeType | None:
