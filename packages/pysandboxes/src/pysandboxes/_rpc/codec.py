@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 
+from pysandboxes._policy.registry import CATEGORIES
 from pysandboxes._record import record
 
 TYPE_CHECKING = False
@@ -28,18 +29,7 @@ FAMILIES: dict[str, frozenset[str]] = {
     "net": frozenset({"IN", "OUT"}),
     "lookup": frozenset({"OUT"}),
     "import": frozenset({"module", "native"}),
-    "call": frozenset(
-        {
-            "process-exec",
-            "process-control",
-            "privileges",
-            "threads",
-            "native",
-            "introspection",
-            "dynamic-code",
-            "deserialization",
-        }
-    ),
+    "call": frozenset(CATEGORIES),
 }
 #: Longest line accepted; a longer one is dropped whole. PIPE_BUF: a write of at most
 #: this size is atomic, so events written by several threads never interleave.
