@@ -17,6 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import CodeType, TracebackType
+    from typing import Any
 
     from pysandboxes._spec import Program
 
@@ -206,9 +207,13 @@ def adjust_on_import(tempdir: str | None) -> None:
     ``tempfile`` gets the sandbox's private directory (``TMPDIR`` is not set: the
     program sees exactly the variables its rules produce). ``sqlite3.connect`` converts a
     path object once, before its audit event, so the guard judges the path the database
-    really opens. Nothing is imported ahead of the program.
+    really opens. ``socket.socket.listen`` reports the bind it makes on a socket never
+    bound. Nothing is imported ahead of the program.
     """
-    adjustments: dict[str, Callable[[object], None]] = {"sqlite3": _convert_sqlite_paths}
+    adjustments: dict[str, Callable[[object], None]] = {
+        "sqlite3": _convert_sqlite_paths,
+        "socket": _listen_reports_its_bind,
+    }
     if tempdir is not None:
         adjustments["tempfile"] = lambda module: setattr(module, "tempdir", tempdir)
     for name in [n for n in adjustments if n in sys.modules]:
@@ -242,6 +247,27 @@ class _AfterImport:
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign, union-attr]
         return spec
+
+
+def _listen_reports_its_bind(module: object) -> None:
+    """``listen()`` on a socket never bound binds it to a free port on every address, in
+    the kernel, with no audit event: report that bind, for the network guard to judge.
+    (``_socket.socket.listen`` called directly is not seen: the kernel layer's part.)"""
+    socket_module: Any = module
+    kind: Any = socket_module.socket
+    listen = socket_module._socket.socket.listen
+    audit = sys.audit
+    families = {socket_module.AF_INET: "0.0.0.0", socket_module.AF_INET6: "::"}
+
+    def judged_listen(self: Any, *args: Any) -> None:
+        anywhere = families.get(self.family)
+        if anywhere is not None and self.getsockname()[1] == 0:
+            audit("socket.bind", self, (anywhere, 0))
+        listen(self, *args)
+
+    judged_listen.__name__ = judged_listen.__qualname__ = "listen"
+    judged_listen.__doc__ = listen.__doc__
+    kind.listen = judged_listen
 
 
 def _convert_sqlite_paths(module: object) -> None:
