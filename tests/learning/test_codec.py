@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from pysandboxes._rpc.codec import MAX_EVENTS, MAX_LINE, Event, decode_events, encode_event
+from pysandboxes._rpc.codec import (
+    MAX_EVENTS,
+    MAX_LINE,
+    Event,
+    decode_event,
+    decode_events,
+    encode_event,
+)
 
 
 def test_events_round_trip_one_line_each() -> None:
@@ -61,3 +68,11 @@ def test_an_endless_line_is_not_buffered() -> None:
     events, dropped = decode_events([b"x" * (MAX_LINE + 1)] * 100)
     assert events == []
     assert dropped >= 1
+
+
+def test_a_name_that_is_not_utf8_is_dropped() -> None:
+    # A lone surrogate (a file name that is not UTF-8) cannot be written in a rule file:
+    # keeping it made the writer fail, and every later run learned again, unsandboxed.
+    assert decode_event(rb'{"f": "file", "n": "/tmp/\udcff.txt", "a": "read"}') is None
+    assert decode_event(rb'{"f": "file", "n": "/tmp/a.txt", "a": "read", "w": "\ud800"}') is None
+    assert decode_event(b'{"f": "file", "n": "/tmp/a.txt", "a": "read"}') is not None

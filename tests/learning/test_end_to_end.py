@@ -238,3 +238,23 @@ def test_a_sibling_module_learned_is_importable_next_run(sb: Runner, project: Pa
     ]
     second = sb("app.py")
     assert second.stdout == "42\n", second.stderr
+
+
+def test_what_the_program_leaves_running_cannot_edit_the_learned_rules(
+    sb: Runner, project: Path
+) -> None:
+    # A detached process (setsid, double fork) outliving the run would otherwise edit the
+    # rules after the trusted side wrote them: the learning run ends it first.
+    marker = project / "leftover-ran"
+    (project / "app.py").write_text(
+        "import subprocess\n"
+        "subprocess.Popen(['setsid', 'sh', '-c', "
+        f"'sleep 1; echo os-sandbox=none >> .py-sandboxes; touch {marker}'])\n"
+    )
+    result = sb("app.py")
+    assert result.returncode == 0, result.stderr
+    import time
+
+    time.sleep(2)
+    assert not marker.exists(), "the leftover process outlived the learning run"
+    assert "os-sandbox=none" not in (project / ".py-sandboxes").read_text()

@@ -102,16 +102,21 @@ def test_imports_are_told_apart() -> None:
     assert import_group("tomlkit") == "External modules (Are you sure about the origin?)"
 
 
-def test_calls_by_function_when_known_else_by_category(tmp_path: Path) -> None:
+def test_calls_by_function_never_by_a_whole_category(tmp_path: Path) -> None:
+    # The guards report registered functions; any other name is forged or stale, and a
+    # whole category would grant far more than was seen.
     events = [
         Event("call", "os.system", "process-exec"),
         Event("call", "sandbox-internals", "introspection"),
+        Event("call", "bogus.name", "process-exec"),
+        Event("call", "code.__new__", "dynamic-code"),
     ]
-    rules = learn(events, _context(tmp_path)).rules
-    assert [(r.line, r.group) for r in rules] == [
-        ("python-api=ALLOW:introspection", "introspection"),
+    learned = learn(events, _context(tmp_path))
+    assert [(r.line, r.group) for r in learned.rules] == [
+        ("python-api=ALLOW:builtins.compile", "⚠ dynamic-code"),
         ("python-api=ALLOW:os.system", "⚠ process-exec"),
     ]
+    assert any("'bogus.name'" in note for note in learned.skipped)
 
 
 def test_each_rule_says_where_it_came_from(tmp_path: Path) -> None:
@@ -154,3 +159,44 @@ def test_the_bytecode_cache_is_not_learned(tmp_path: Path) -> None:
     cache.mkdir()
     events = [Event("file", str(cache), "create"), Event("file", str(cache / "m.pyc"), "create")]
     assert _lines(events, _context(tmp_path)) == []
+
+
+def test_a_path_with_two_leading_slashes_grants_nothing(tmp_path: Path) -> None:
+    # normpath keeps a leading "//", which the parser later reads as "/".
+    events = [Event("file", "//x", "create"), Event("file", "//etc", "list")]
+    assert _lines(events, _context(tmp_path)) == []
+
+
+def test_a_link_the_program_planted_is_judged_where_it_leads(tmp_path: Path) -> None:
+    # "data" -> "/" and "docs" -> "/root" look harmless as rules; they are not.
+    (tmp_path / "data").symlink_to("/")
+    (tmp_path / "docs").symlink_to("/root")
+    (tmp_path / "real").mkdir()
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    events = [
+        Event("file", str(tmp_path / "data"), "list"),
+        Event("file", str(tmp_path / "docs" / "x"), "create"),
+        Event("file", str(tmp_path / "alias"), "list"),
+    ]
+    assert _lines(events, _context(tmp_path)) == ["expose-ro=./real"]
+
+
+def test_no_port_zero_and_only_host_names_a_rule_can_hold(tmp_path: Path) -> None:
+    events = [
+        Event("net", "example.com", "OUT", "tcp", 0),
+        Event("net", "a..b", "OUT", "tcp", 443),
+        Event("net", "-x", "OUT", "tcp", 443),
+        Event("net", "api.example.com", "OUT", "tcp", 443),
+    ]
+    assert _lines(events, _context(tmp_path)) == ["net=ALLOW|tcp|api.example.com|443|OUT"]
+
+
+def test_thousands_of_grants_under_one_directory_give_one_rule(tmp_path: Path) -> None:
+    # Minimising walks each grant's ancestors (it used to compare every pair).
+    deep = tmp_path / "d"
+    deep.mkdir()
+    events = [Event("file", str(deep), "create")]
+    events += [Event("file", str(deep / f"f{i}"), "write") for i in range(4000)]
+    for i in range(4000):
+        (deep / f"f{i}").write_text("")
+    assert _lines(events, _context(tmp_path)) == ["expose-rw=./d"]

@@ -216,6 +216,10 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     """
     cwd = os.path.abspath(cwd or os.getcwd())
     spec, child_env, learning = build_spec(request, cwd, os.environ)
+    if learning is not None:
+        from pysandboxes._waiter import adopt_orphans
+
+        adopt_orphans()  # the waiter ends what the program leaves before writing rules
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     tempdir = spec.tempdir or ""
     try:
@@ -247,8 +251,10 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     if learning is None:
         return finish(wait(pid, relay), tempdir)
     from pysandboxes._learn.session import Collector, conclude
+    from pysandboxes._waiter import end_leftovers
 
     collector = Collector(learning.read_fd)
     status = wait(pid, relay)
+    end_leftovers()
     conclude(learning.plan(cwd, os.environ, spec.policy), collector.finish())
     return finish(status, tempdir)

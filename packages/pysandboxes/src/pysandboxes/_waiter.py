@@ -114,5 +114,41 @@ def main() -> None:
     plan = parse_plan(sys.argv[4])
     collector = Collector(plan.fd)  # events are read as they come: a SIGKILL loses none
     status = wait(pid, relay)
+    end_leftovers()  # nothing the program started may edit the rules once written
+    for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, signal.SIG_DFL)  # writing the rules stays interruptible
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, WATCHED)
     conclude(plan, collector.finish())
     sys.exit(finish(status, tempdir))
+
+
+#: prctl(PR_SET_CHILD_SUBREAPER): orphans of the program become this process's children.
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def adopt_orphans() -> None:
+    """Make this process (python-sb, then the waiter it becomes) the reaper of every
+    process the program leaves behind, however it detached them (setsid, double fork)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def end_leftovers() -> None:
+    """Kill and reap what the program left running (see ``adopt_orphans``)."""
+    for _ in range(100):
+        pids: set[int] = set()
+        try:
+            for task in os.listdir("/proc/self/task"):
+                with open(f"/proc/self/task/{task}/children") as handle:
+                    pids.update(int(pid) for pid in handle.read().split())
+        except OSError:
+            return  # no /proc: nothing more can be found
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                continue

@@ -61,7 +61,6 @@ _VERBS = {
 _UNSAFE_PATH = re.compile(r"[\x00-\x1f\x7f#$\"'\\]|(^|/)\s|\s($|/)")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_HOST = re.compile(r"[A-Za-z0-9_.:-]+")
 _QUALNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 _PATH_VARIABLES = ("VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_ROOT")
 
@@ -102,12 +101,27 @@ class Learned:
     skipped: tuple[str, ...]
 
 
+#: Directories of the system never granted whole (their files may be, one by one).
+_SYSTEM_DIRECTORIES = (
+    "/", "/bin", "/boot", "/dev", "/etc", "/etc/ssh", "/home", "/lib", "/media", "/mnt",
+    "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
+)  # fmt: skip
+#: Directories of a home that hold keys, tokens or commands run by the user.
+_SECRET_HOME_DIRECTORIES = (
+    ".ssh", ".aws", ".gnupg", ".config", ".kube", ".docker", ".local", ".local/bin",
+    ".azure", ".gcloud", ".netrc", ".password-store",
+)  # fmt: skip
+#: More file events than this are summarised, not learned one by one: minimising rules
+#: must stay quick whatever a program (or a forged event stream) reports.
+MAX_FILE_EVENTS = 5000
+
+
 def sensitive_directories(context: Context) -> frozenset[str]:
     """Directories never granted whole: their files are granted one by one instead."""
-    found = {"/", "/etc", "/proc", "/sys", "/dev", "/tmp", "/var", "/usr", "/home", "/root"}
-    if context.home:
-        home = context.home.rstrip("/") or "/"
-        found |= {home, *(f"{home}/{d}" for d in (".ssh", ".aws", ".gnupg", ".config"))}
+    found: set[str] = set(_SYSTEM_DIRECTORIES)
+    homes = {"/root", context.home.rstrip("/") or "/"} if context.home else {"/root"}
+    for home in homes:
+        found |= {home, *(f"{home}/{d}" for d in _SECRET_HOME_DIRECTORIES)}
     parent: str = context.cwd
     while parent not in ("/", ""):
         parent = os.path.dirname(parent)
@@ -182,10 +196,19 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
         known = grants.get(path)
         grants[path] = (writable or (known is not None and known[0]), known[1] if known else event)
 
+    if len(events) > MAX_FILE_EVENTS:
+        out.skipped.append(
+            f"{len(events)} file accesses: only the first {MAX_FILE_EVENTS} are learned"
+        )
+        events = events[:MAX_FILE_EVENTS]
     for event in events:
-        path = os.path.normpath(event.name)
-        if not path.startswith("/") or "/__pycache__" in path:
-            continue  # not a real path; or the import system's cache, which may fail freely
+        if not event.name.startswith("/") or event.name.startswith("//"):
+            continue  # not a real path ("//x" would keep its two slashes through normpath)
+        # Judged and written as the kernel resolves it: a link the program planted
+        # ("data" -> "/") must not make an innocent-looking rule grant its target.
+        path = os.path.realpath(event.name)
+        if "/__pycache__" in path:
+            continue  # the import system's cache, which may fail freely
         if path in context.rule_files or path.startswith(("/proc/", "/sys/")):
             out.skipped.append(f"{path}: {event.access} not learned (system or rule file)")
             continue
@@ -213,14 +236,13 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
                 out.skipped.append(f"{parent}: sensitive, only {path} is granted")
             else:
                 out.skipped.append(f"{path}: {event.access} in sensitive {parent}: not granted")
-    for path in looked:
-        if not any(p == path or p.startswith(path.rstrip("/") + "/") for p in grants):
+    granted_below = {ancestor for p in grants for ancestor in _ancestors(p)} | set(grants)
+    for path in dict.fromkeys(looked):
+        if path not in granted_below:
             out.skipped.append(f"{path}: a directory looked at, not listed: not granted")
     for path in sorted(grants):
         writable, event = grants[path]
-        if any(
-            _covers(other, w, path, writable) for other, (w, _) in grants.items() if other != path
-        ):
+        if _covered(path, writable, grants):
             continue
         shown = display_path(path, context)
         if _UNSAFE_PATH.search(path):
@@ -230,20 +252,35 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
         out.add("files", "files", f"{key}={shown}", _VERBS[event.access], event.where)
 
 
-def _covers(directory: str, writable: bool, path: str, needs_write: bool) -> bool:
-    inside = path.startswith(directory.rstrip("/") + "/")
-    return inside and os.path.isdir(directory) and (writable or not needs_write)
+def _ancestors(path: str) -> list[str]:
+    """The directories above ``path``, nearest first (never ``path`` itself)."""
+    found: list[str] = []
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return found
+        found.append(parent)
+        path = parent
+
+
+def _covered(path: str, needs_write: bool, grants: dict[str, tuple[bool, Event]]) -> bool:
+    """Whether a directory granted above ``path`` already gives what it needs."""
+    for ancestor in _ancestors(path):
+        known = grants.get(ancestor)
+        if known is not None and (known[0] or not needs_write) and os.path.isdir(ancestor):
+            return True
+    return False
 
 
 def _net(out: _Out, events: Sequence[Event]) -> None:
     by_target: dict[tuple[str, str, str], tuple[set[int], Event]] = {}
     for event in events:
-        if event.access == "IN" and event.port == 0:
+        if event.port == 0:
             # No port-0 rule: it would name no port. The program picks no port either,
             # so a rule cannot say which one; the user decides (see docs/learning.md).
-            out.skipped.append(f"a bind to {event.name} port 0 (any free port) is not learned")
+            out.skipped.append(f"{event.name} port 0 (any free port) is not learned")
             continue
-        if not _HOST.fullmatch(event.name):
+        if not _learnable_host(event.name):
             out.skipped.append(f"{event.name!r}: not a host name a rule can hold")
             continue
         ports, first = by_target.setdefault((event.name, event.proto, event.access), (set(), event))
@@ -254,6 +291,18 @@ def _net(out: _Out, events: Sequence[Event]) -> None:
         out.add(
             "net", "socket", f"net=ALLOW|{proto}|{host}|{listed}|{direction}", verb, first.where
         )
+
+
+#: Guarded names that are not in the registry, and the function whose grant allows them.
+_GRANTED_AS = {"code.__new__": "builtins.compile"}
+
+
+def _learnable_host(name: str) -> bool:
+    """Whether a ``net=`` rule can hold ``name``, as the rule parser reads it."""
+    from pysandboxes._policy.netaddr import parse_network
+    from pysandboxes._policy.netrules import is_host_name
+
+    return parse_network(name) is not None or is_host_name(name)
 
 
 def import_group(module: str) -> str:
@@ -283,8 +332,13 @@ def _imports(out: _Out, events: Sequence[Event]) -> None:
 def _calls(out: _Out, events: Sequence[Event]) -> None:
     for event in sorted(events, key=lambda e: (e.access, e.name)):
         category = event.access
-        known = SENSITIVE_FUNCTIONS.get(event.name) == category
-        target = event.name if known and _QUALNAME.fullmatch(event.name) else category
+        name = _GRANTED_AS.get(event.name, event.name)
+        if SENSITIVE_FUNCTIONS.get(name) != category or not _QUALNAME.fullmatch(name):
+            # A function the registry does not file under that category: the guards never
+            # report one, so the event is forged or stale; a whole category is no answer.
+            out.skipped.append(f"{event.name!r} ({category}): not a registered function")
+            continue
+        target = name
         group = f"⚠ {category}" if category in DANGEROUS_CATEGORIES else category
         out.add("call", "api", f"python-api=ALLOW:{target}", "called by", event.where, group)
 

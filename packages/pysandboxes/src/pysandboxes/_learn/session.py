@@ -105,13 +105,18 @@ def parse_plan(argument: str) -> Plan:
     return Plan(**fields)
 
 
+#: The most the trusted side keeps of what a learning run sends.
+MAX_BYTES = 64 << 20
+
+
 class Collector:
     """Read the event pipe in a thread until every writer has closed it."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
-        self.chunks: list[bytes] = []
-        self._size = 0
+        # One buffer, not a list of reads: a flood of one-byte writes must cost its bytes,
+        # not an object each.
+        self._buffer = bytearray()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
@@ -123,14 +128,13 @@ class Collector:
                 return
             if not chunk:
                 return
-            if self._size < 64 << 20:  # a flood is cut, not buffered without end
-                self.chunks.append(chunk)
-                self._size += len(chunk)
+            if len(self._buffer) < MAX_BYTES:  # a flood is cut, not buffered without end
+                self._buffer += chunk
 
     def finish(self) -> list[bytes]:
         """The bytes read; waits a little for a descendant that still holds the pipe."""
         self._thread.join(timeout=2.0)
-        return list(self.chunks)
+        return [bytes(self._buffer[:MAX_BYTES])]
 
 
 def conclude(plan: Plan, chunks: list[bytes]) -> None:

@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 
 FORMAT = "net=ACTION|PROTO|NETWORK|PORTS|DIRECTION"
 _HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9_]([A-Za-z0-9_-]{0,62})(\.[A-Za-z0-9_-]{1,63})*\.?")
+
+
+def is_host_name(text: str) -> bool:
+    """Whether ``text`` is a host name a ``net=`` rule accepts."""
+    return _HOSTNAME.fullmatch(text) is not None
+
+
 _BUILTIN_HOSTS = {
     "localhost": ["127.0.0.1", "::1"],
     "ip6-localhost": ["::1"],

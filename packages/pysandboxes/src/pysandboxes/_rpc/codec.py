@@ -84,6 +84,10 @@ def encode_event(event: Event) -> bytes:
 def _text(value: object, *, limit: int = _MAX_TEXT) -> str | None:
     if type(value) is not str or len(value) > limit:
         return None
+    try:
+        value.encode("utf-8")  # lone surrogates (a name that is not UTF-8): no rule holds it
+    except UnicodeEncodeError:
+        return None
     return value
 
 
@@ -132,7 +136,7 @@ def decode_events(chunks: Iterable[bytes]) -> tuple[list[Event], int]:
     pending = b""
     for chunk in chunks:
         pending += chunk
-        *lines, pending = pending.split(b"\n")
+        *lines, pending = pending.split(b"\n")  # one pass per chunk, never per byte
         if len(pending) > MAX_LINE:
             pending, dropped = b"", dropped + 1  # an endless line: never one event
         for line in lines:
