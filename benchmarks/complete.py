@@ -72,7 +72,7 @@ print(json.dumps({
     "open+read": best(open_read, 2000),
     "os.stat": best(stat, 5000),
     "os.listdir": best(listdir, 2000),
-    "tcp connect": best(connect, 300),
+    "tcp connect": best(connect, 1000),
     "fresh import": best(fresh_import, 300),
     "import statement": best(cached_import, 20000),
     "compute": best(compute, 200000),

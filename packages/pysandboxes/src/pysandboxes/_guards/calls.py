@@ -146,7 +146,9 @@ class CallGuard:
         handlers["fcntl.ioctl"] = self._ioctl
         self._native = self.family_allowed("ctypes.CDLL", _NATIVE)
         self._handled = frozenset(handlers)
-        handlers["import"] = self._import
+        # Extension and builtin modules are judged when created (the sealed copies of
+        # _imp.create_dynamic and create_builtin), whatever route imports them: no
+        # handler for the C "import" event, which every fresh import would pay for.
         handlers[EXTENSION_EVENT] = self._extension
         handlers[REFUSE_EVENT] = self._refuse_reported
         if not self.family_allowed("resource.prlimit", ()):

@@ -74,8 +74,9 @@ def _file_name(name: object) -> str | None:
     return None
 
 
-#: What the import system calls on a file loader while it reads a module's bytecode.
-_LOADER_METHODS = ("get_data", "path_stats", "get_filename", "source_to_code", "get_code")
+#: What the import system calls on a file loader while it reads a module's bytecode
+#: (get_code and source_to_code are checked by their frames' code instead).
+_LOADER_METHODS = ("get_data", "path_stats", "get_filename")
 
 
 def _has_own_methods(loader: object) -> bool:
@@ -294,7 +295,10 @@ class DynamicCodeGuard:
         kind: type = type(loader)
         if kind is not self._source_loader and kind is not self._sourceless_loader:
             return False
-        if not self._loaders_intact or _has_own_methods(loader):
+        for holder, name, original in self._methods:  # inline: this runs per import
+            if getattr(holder, name, None) is not original:
+                return False
+        if _has_own_methods(loader):
             return False
         if code is self._sourceless_get_code:
             path = names.get("path")
@@ -302,7 +306,7 @@ class DynamicCodeGuard:
         source, cached = names.get("source_path"), names.get("bytecode_path")
         if type(source) is not str or type(cached) is not str:
             return False
-        folder = os.path.dirname(source) + "/__pycache__/"  # type: ignore[arg-type]
+        folder = source.rpartition("/")[0] + "/__pycache__/"  # type: ignore[union-attr]
         return cached.startswith(folder)  # type: ignore[union-attr]
 
     @property

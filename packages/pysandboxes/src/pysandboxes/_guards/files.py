@@ -272,7 +272,7 @@ class FileGuard:
             self.check(path, _READ, "open", metadata=True)  # a handle, not the contents
             return
         writes = (type(flags) is int and flags & _WRITE_FLAGS) or (
-            type(mode) is str and any(c in mode for c in "wax+")
+            type(mode) is str and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)
         )
         self.check(path, _WRITE if writes else _READ, "open")
 
