@@ -445,3 +445,33 @@ def test_cant_type_into_the_terminal(sb: Runner, py: Runner, project: Path) -> N
     finally:
         os.close(controller)
         os.close(terminal)
+
+
+SPEC_THAT_CHANGES = """
+import json, sys
+dynload = [p for p in sys.path if p.endswith("lib-dynload")][0]
+class Spec:
+    reads = 0
+    @property
+    def name(self):
+        self.reads += 1
+        return "json" if self.reads <= 2 else "_ctypes"
+    @property
+    def origin(self):
+        suffix = __import__("importlib.machinery").machinery.EXTENSION_SUFFIXES[0]
+        return dynload + "/_ctypes" + suffix
+try:
+    module = sys.modules["_imp"].create_dynamic(Spec())
+    print("GOT", module.__name__, hasattr(module, "_SimpleCData"))
+except Exception as exc:
+    print("REFUSED", type(exc).__name__)
+"""
+
+
+def test_cant_make_ctypes_with_a_spec_that_changes_its_answer(sb: Runner, project: Path) -> None:
+    # The guards read the spec first, C read it again: a spec answering "json" then
+    # "_ctypes" made ctypes' memory access without a native grant.
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    result = sb("-c", SPEC_THAT_CHANGES)
+    assert "_SimpleCData" not in result.stdout
+    assert "GOT _ctypes True" not in result.stdout, result.stdout + result.stderr

@@ -54,3 +54,24 @@ def test_the_programs_listing_shows_only_what_the_rules_show(
     (project / ".py-sandboxes").write_text(rules)
     result = sb("prog.py")
     assert result.stdout == "helper ran\nhidden not found\n", result.stderr
+
+
+@pytest.mark.parametrize(
+    ("entry", "module"), [("pp", "sitecustomize"), ("./pp", "ctypes"), ("pp/", "fnmatch")]
+)
+def test_nothing_in_a_forwarded_pythonpath_runs_before_the_walls(
+    sb: Runner, project: Path, tmp_path: Path, entry: str, module: str
+) -> None:
+    # sitecustomize runs at start-up from any sys.path entry; a planted ctypes would be
+    # what the kernel layer's own binding imports. PYTHONPATH waits for the walls.
+    marker = tmp_path / "outside-marker"
+    (project / "pp").mkdir()
+    planted = project / "pp" / (f"{module}.py" if module != "ctypes" else "ctypes/__init__.py")
+    planted.parent.mkdir(exist_ok=True)
+    planted.write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError\n")
+    (project / "prog.py").write_text("print('program ok')\n")
+    rules = f"expose-ro=./prog.py\nenv=PYTHONPATH={project}/{entry}\npython-import=json\n"
+    (project / ".py-sandboxes").write_text(rules)
+    result = sb("prog.py")
+    assert "program ok" in result.stdout, result.stderr
+    assert not marker.exists()

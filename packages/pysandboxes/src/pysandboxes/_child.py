@@ -337,6 +337,8 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
         if spec.learning is None:  # a learning run sees everything, as unsandboxed
             show_only_exposed(listing, judge)
     # Only now may the program's directory, the working directory and PYTHONPATH lead
-    # imports: modules there are the program's, judged like the rest of it.
+    # imports, and the site module's work run: what they load is judged like the program.
+    os.environ.update(dict(spec.deferred_env))
     _runner.prepare(program, full_path)
+    _runner.apply_warning_filters()
     return program, code

@@ -24,7 +24,7 @@ from pysandboxes._policy.lines import display_name
 from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._policy.parser import parse_policy
 from pysandboxes._record import record
-from pysandboxes._spec import BOOT, LaunchSpec, Program, encode
+from pysandboxes._spec import BOOT, DEFERRED_VARIABLES, LaunchSpec, Program, encode
 from pysandboxes._waiter import WATCHED, finish, remove_tree, wait
 
 TYPE_CHECKING = False
@@ -134,6 +134,7 @@ def build_spec(
         learning=learning.spec if learning is not None else None,
         # A learning run lets everything through: the kernel layer is relaxed for it alone.
         provider="subprocess" if learning is not None else selection.provider,
+        deferred_env=tuple((k, child_env.pop(k)) for k in DEFERRED_VARIABLES if k in child_env),
     )
     return spec, child_env, learning
 

@@ -77,6 +77,20 @@ def prepare(program: Program, path: list[str] | None = None) -> None:
         sys.path[0] = first
     else:
         sys.path.insert(0, first)
+    # PYTHONPATH, kept out of the start-up: where CPython puts it, after the first entry.
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[1:1] = [os.path.abspath(p) for p in extra if os.path.abspath(p) not in sys.path]
+
+
+def apply_warning_filters() -> None:
+    """The filters of ``PYTHONWARNINGS``, kept out of the start-up (a category names a
+    module to import), applied now, under the guards."""
+    filters = [f for f in os.environ.get("PYTHONWARNINGS", "").split(",") if f]
+    if filters and not sys.flags.ignore_environment:
+        import warnings
+
+        sys.warnoptions[:0] = filters
+        warnings._processoptions(filters)  # type: ignore[attr-defined]
 
 
 def program_directory(program: Program) -> str:

@@ -17,19 +17,27 @@ if TYPE_CHECKING:
 
 PROGRAM_KINDS = ("script", "module", "command", "stdin", "repl")
 
-#: The code the trusted side gives ``python -c``. Before importing anything it takes the
-#: working directory ("") and the ``PYTHONPATH`` entries off ``sys.path``: a module there
-#: named like a standard one (``fnmatch.py``) would otherwise run before the kernel layer
-#: and the guards. ``main`` gets the path CPython made and the runner restores it, with the
-#: program's directory first, once everything is in place. It puts this package on the
-#: path (even under ``-S``), takes it off again, and starts ``pysandboxes._child.main``.
+#: The code the trusted side gives ``python -c``. The child starts without the variables
+#: that run code at start-up (see ``deferred_env``), and this code takes the working
+#: directory ("") off ``sys.path`` before importing anything: a module there named like a
+#: standard one (``fnmatch.py``) would otherwise run before the kernel layer and the guards.
+#: ``main`` gets the path CPython made; the runner restores it, with the program's directory
+#: first, once everything is in place. It puts this package on the path, takes it off
+#: again, and starts ``pysandboxes._child.main``.
 BOOT = (
-    "import sys;_p=sys.path[:];"
-    "_e=__import__('posix').environ.get(b'PYTHONPATH',b'').decode('utf-8','surrogateescape');"
-    "sys.path[:]=[p for p in _p if p and p not in _e.split(':')];"
+    "import sys;_p=sys.path[:];sys.path[:]=[p for p in _p if p];"
     "sys.path.insert(0,{path!r});"
     "from pysandboxes._child import main as _m;from pysandboxes._runner import run as _r;"
     "del sys.path[0];_r(*_m(_p))"
+)
+#: Variables that make the interpreter run or find code at start-up, before any wall.
+DEFERRED_VARIABLES = (
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONWARNINGS",
+    "PYTHONPLATLIBDIR",
+    "PYTHONUSERBASE",
+    "PYTHONSTARTUP",
 )
 
 
@@ -76,6 +84,10 @@ class LaunchSpec:
             temporary directory.
         tempdir: the private temporary directory, or ``None``.
         learning: set when the run learns (nothing is refused, everything is recorded).
+        deferred_env: variables that make the interpreter run code at start-up
+            (``PYTHONPATH``, ``PYTHONWARNINGS``...): kept out of the child's environment
+            until its walls are up, then put back and applied.
+
         provider: the kernel provider of the run (``landlock``, ``bwrap``...), chosen by
             the trusted side; the child applies Landlock itself when it is ``landlock``.
     """
@@ -89,6 +101,7 @@ class LaunchSpec:
     tempdir: str | None
     learning: LearnSpec | None = None
     provider: str = "subprocess"
+    deferred_env: tuple[tuple[str, str], ...] = ()
 
 
 def _records() -> dict[str, type]:

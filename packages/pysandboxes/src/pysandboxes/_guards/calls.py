@@ -284,10 +284,17 @@ def sched_setaffinity(pid, mask, /):
         "@0"("pysandboxes.refuse", "@3")
     return "@1"(pid, mask)
 """
+# The spec is read once, as plain strings (a str subclass could lie), and C gets a fresh
+# spec holding only those: a spec of the program's could answer the guards and C apart.
 _EXTENSION_SOURCE = """
-def create_dynamic(*args, **kwargs):
-    "@0"("pysandboxes.extension", args[0] if args else None)
-    return "@1"(*args, **kwargs)
+def create(spec, *rest):
+    name = str.__add__("", spec.name)
+    origin = spec.origin
+    if origin is not None:
+        origin = str.__add__("", origin)
+    fresh = "@2"(name, None, origin=origin)
+    "@0"("pysandboxes.extension", fresh)
+    return "@1"(fresh, *rest)
 """
 
 
@@ -330,9 +337,10 @@ def guard_unreported(guard: CallGuard, sealed_globals: dict[str, object]) -> Non
     # Modules made from a spec (importlib.util.module_from_spec) reach C with no import
     # event: the import system calls _imp.create_dynamic or create_builtin, judged now
     # (a fresh posix would hand out the functions replaced above).
+    module_spec = sys.modules["_frozen_importlib"].ModuleSpec
     for name in ("create_dynamic", "create_builtin"):
         original = getattr(_imp, name)
-        objects = (sys.audit, original)
+        objects = (sys.audit, original, module_spec)
         judged = sealed_function(_EXTENSION_SOURCE, objects, sealed_globals, _SEALED_FILE)
         judged.__name__ = judged.__qualname__ = name
         judged.__doc__ = original.__doc__

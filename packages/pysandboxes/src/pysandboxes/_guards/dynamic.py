@@ -42,6 +42,7 @@ _GENERATING = frozenset(
         "string",
         "unittest",
         "rlcompleter",
+        "site",  # the import lines of .pth files in the site directories
     }
 )
 #: The import system: it compiles module files, never strings (``<frozen importlib...>``
