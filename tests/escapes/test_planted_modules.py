@@ -75,3 +75,39 @@ def test_nothing_in_a_forwarded_pythonpath_runs_before_the_walls(
     result = sb("prog.py")
     assert "program ok" in result.stdout, result.stderr
     assert not marker.exists()
+
+
+def test_a_forwarded_pycache_prefix_feeds_nothing_to_the_start_up(
+    sb: Runner, project: Path
+) -> None:
+    # A bytecode cache the sandbox may write, used by the next start-up before the walls,
+    # would run whatever .pyc a sandbox planted there for a module the start-up imports.
+    (project / "cache").mkdir()
+    rules = "expose-rw=./cache\nenv=PYTHONPYCACHEPREFIX=${PWD}/cache\npython-import=sys\n"
+    (project / ".py-sandboxes").write_text(rules)
+    code = "import sys; print(sys.pycache_prefix)"
+    result = sb("-c", code, env={"PWD": str(project)})
+    assert result.stdout == f"{project}/cache\n", result.stderr  # the program still gets it
+    written = [str(p) for p in (project / "cache").rglob("*.pyc")]
+    assert not [p for p in written if "pysandboxes" in p], written
+
+
+def test_a_loader_variable_naming_a_writable_place_stops_the_run(sb: Runner, project: Path) -> None:
+    (project / "rw").mkdir()
+    rules = "expose-rw=./rw\nenv=LD_PRELOAD=${PWD}/rw/evil.so\n"
+    (project / ".py-sandboxes").write_text(rules)
+    result = sb("-c", "print('ran')", env={"PWD": str(project)})
+    assert result.returncode == 255
+    assert "LD_PRELOAD names" in result.stderr
+    assert "where the sandbox may write" in result.stderr
+    assert "ran" not in result.stdout
+
+
+def test_a_user_site_the_sandbox_may_write_is_not_read_at_start_up(
+    sb: Runner, project: Path
+) -> None:
+    (project / "home").mkdir()
+    rules = "expose-rw=./home\nenv=HOME=${PWD}/home\npython-import=sys\n"
+    (project / ".py-sandboxes").write_text(rules)
+    result = sb("-c", "import sys; print(sys.flags.no_user_site)", env={"PWD": str(project)})
+    assert result.stdout == "1\n", result.stderr

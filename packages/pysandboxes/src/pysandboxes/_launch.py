@@ -24,8 +24,9 @@ from pysandboxes._policy.lines import display_name
 from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._policy.parser import parse_policy
 from pysandboxes._record import record
-from pysandboxes._spec import BOOT, DEFERRED_VARIABLES, LaunchSpec, Program, encode
+from pysandboxes._spec import BOOT, LaunchSpec, Program, deferred, encode
 from pysandboxes._waiter import WATCHED, finish, remove_tree, wait
+from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -123,6 +124,11 @@ def build_spec(
     if output is not None:
         protected.append(output)
     tempdir = make_private_dir()
+    try:
+        refuse_planted_loaders(policy, child_env, tempdir)
+    except ConfigSyntaxError:
+        remove_tree(tempdir)
+        raise
     spec = LaunchSpec(
         policy=policy,
         program=request.program,
@@ -134,9 +140,57 @@ def build_spec(
         learning=learning.spec if learning is not None else None,
         # A learning run lets everything through: the kernel layer is relaxed for it alone.
         provider="subprocess" if learning is not None else selection.provider,
-        deferred_env=tuple((k, child_env.pop(k)) for k in DEFERRED_VARIABLES if k in child_env),
+        deferred_env=tuple((k, child_env.pop(k)) for k in sorted(child_env) if deferred(k)),
+        startup_flags=_startup_flags(request, policy, child_env, tempdir),
     )
     return spec, child_env, learning
+
+
+#: Variables with which the C library loads or reads code named by a path, before Python.
+LOADER_VARIABLES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "LOCPATH")
+
+
+def _writable(path: str, policy: Policy, tempdir: str) -> bool:
+    real = os.path.realpath(path)
+    places = [tempdir, *(rule.path for rule in policy.expose if rule.writable)]
+    return any(real == p or real.startswith(p.rstrip("/") + "/") for p in places)
+
+
+def refuse_planted_loaders(policy: Policy, child_env: Mapping[str, str], tempdir: str) -> None:
+    """A loader variable naming a place the sandbox may write would load, in the next run,
+    before any wall, what this run put there. Raises ``ConfigSyntaxError``."""
+    issues: list[ConfigIssue] = []
+    for name in LOADER_VARIABLES:
+        value = child_env.get(name, "")
+        for part in value.replace(" ", ":").split(":"):
+            if part and os.path.isabs(part) and _writable(part, policy, tempdir):
+                rule = next((r.origin for r in policy.env if r.name in (name, "*")), None)
+                issues.append(
+                    ConfigIssue(
+                        rule.source if rule else "<env>",
+                        rule.line if rule else 0,
+                        f"{name} names '{part}', where the sandbox may write: the loader "
+                        "would run what a sandbox put there before any wall; forward a "
+                        "path the sandbox cannot write",
+                    )
+                )
+                break
+    if issues:
+        raise ConfigSyntaxError(issues)
+
+
+def _startup_flags(
+    request: LaunchRequest, policy: Policy, child_env: Mapping[str, str], tempdir: str
+) -> tuple[str, ...]:
+    """``-s`` when the user's site directory lies where the sandbox may write: its ``.pth``
+    files run code at start-up, before any wall."""
+    flags = set(request.python_flags)
+    if {"-s", "-I", "-S"} & flags or "PYTHONNOUSERSITE" in child_env:
+        return ()
+    home = child_env.get("HOME") or os.path.expanduser("~")
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    user_site = os.path.join(home, ".local", "lib", version, "site-packages")
+    return ("-s",) if _writable(user_site, policy, tempdir) else ()
 
 
 def make_private_dir() -> str:
@@ -176,7 +230,8 @@ def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str], cw
     read_end, write_end = os.pipe()
     os.set_inheritable(read_end, True)  # bwrap and unshare keep inherited descriptors
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    argv = [sys.executable, *flags, "-c", BOOT.format(path=package_parent), str(read_end)]
+    first = spec.startup_flags
+    argv = [sys.executable, *first, *flags, "-c", BOOT.format(path=package_parent), str(read_end)]
     executable, argv = command_for(spec, child_env, argv, cwd)
     # The provider's program stays in the terminal's process group: a ^C there must reach
     # the program (the waiter relays it), not end the provider. The child restores them.

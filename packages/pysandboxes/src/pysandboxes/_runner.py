@@ -83,8 +83,13 @@ def prepare(program: Program, path: list[str] | None = None) -> None:
 
 
 def apply_warning_filters() -> None:
-    """The filters of ``PYTHONWARNINGS``, kept out of the start-up (a category names a
-    module to import), applied now, under the guards."""
+    """What the start-up left for later: the bytecode cache of ``PYTHONPYCACHEPREFIX`` (a
+    cache the sandbox may write would feed the next start-up), and the filters of
+    ``PYTHONWARNINGS`` (a category names a module to import), applied now, under the
+    guards."""
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX")
+    if prefix and sys.pycache_prefix is None and not sys.flags.ignore_environment:
+        sys.pycache_prefix = os.path.abspath(prefix)
     filters = [f for f in os.environ.get("PYTHONWARNINGS", "").split(",") if f]
     if filters and not sys.flags.ignore_environment:
         import warnings

@@ -30,15 +30,41 @@ BOOT = (
     "from pysandboxes._child import main as _m;from pysandboxes._runner import run as _r;"
     "del sys.path[0];_r(*_m(_p))"
 )
-#: Variables that make the interpreter run or find code at start-up, before any wall.
-DEFERRED_VARIABLES = (
-    "PYTHONPATH",
-    "PYTHONHOME",
-    "PYTHONWARNINGS",
-    "PYTHONPLATLIBDIR",
-    "PYTHONUSERBASE",
-    "PYTHONSTARTUP",
+#: ``PYTHON*`` variables the interpreter may read at start-up: they set modes, never where
+#: code comes from. Every other ``PYTHON*`` variable (``PYTHONPATH``, ``PYTHONHOME``,
+#: ``PYTHONPYCACHEPREFIX``, ``PYTHONWARNINGS``, ``PYTHONUSERBASE``...) waits for the walls.
+STARTUP_VARIABLES = frozenset(
+    {
+        "PYTHONASYNCIODEBUG",
+        "PYTHONBREAKPOINT",
+        "PYTHONCOERCECLOCALE",
+        "PYTHONDEBUG",
+        "PYTHONDEVMODE",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONFAULTHANDLER",
+        "PYTHONHASHSEED",
+        "PYTHONINSPECT",
+        "PYTHONINTMAXSTRDIGITS",
+        "PYTHONIOENCODING",
+        "PYTHONMALLOC",
+        "PYTHONMALLOCSTATS",
+        "PYTHONNODEBUGRANGES",
+        "PYTHONNOUSERSITE",
+        "PYTHONOPTIMIZE",
+        "PYTHONPROFILEIMPORTTIME",
+        "PYTHONSAFEPATH",
+        "PYTHONTRACEMALLOC",
+        "PYTHONUNBUFFERED",
+        "PYTHONUTF8",
+        "PYTHONVERBOSE",
+        "PYTHONWARNDEFAULTENCODING",
+    }
 )
+
+
+def deferred(name: str) -> bool:
+    """Whether the variable ``name`` waits for the walls (see ``LaunchSpec.deferred_env``)."""
+    return name.startswith("PYTHON") and name not in STARTUP_VARIABLES
 
 
 @record
@@ -84,9 +110,11 @@ class LaunchSpec:
             temporary directory.
         tempdir: the private temporary directory, or ``None``.
         learning: set when the run learns (nothing is refused, everything is recorded).
-        deferred_env: variables that make the interpreter run code at start-up
-            (``PYTHONPATH``, ``PYTHONWARNINGS``...): kept out of the child's environment
-            until its walls are up, then put back and applied.
+        deferred_env: variables that make the interpreter find or run code at start-up
+            (``PYTHONPATH``, ``PYTHONPYCACHEPREFIX``...): kept out of the child's
+            environment until its walls are up, then put back and applied.
+        startup_flags: interpreter options the trusted side adds (``-s`` when the user's
+            site directory lies where the sandbox may write).
 
         provider: the kernel provider of the run (``landlock``, ``bwrap``...), chosen by
             the trusted side; the child applies Landlock itself when it is ``landlock``.
@@ -102,6 +130,7 @@ class LaunchSpec:
     learning: LearnSpec | None = None
     provider: str = "subprocess"
     deferred_env: tuple[tuple[str, str], ...] = ()
+    startup_flags: tuple[str, ...] = ()
 
 
 def _records() -> dict[str, type]:

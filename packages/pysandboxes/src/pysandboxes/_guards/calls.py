@@ -20,6 +20,7 @@ judged copy) and ``fcntl``/``ioctl`` asking for SIGIO to be sent to another proc
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 
@@ -272,15 +273,20 @@ def refusing(*args, **kwargs):
 """
 # Unreported calls that reach other processes: allowed on this process only ("@2" is
 # os.getpid, "@3" the event a refusal names). PRIO_PROCESS is 0.
+# No name is looked up in these sources (a program reaching their globals could change
+# what a name means): "@4" is operator.index, which gives the exact int C will read.
 _OWN_PRIORITY_SOURCE = """
 def setpriority(which, who, priority):
-    if which != 0 or type(who) is not int or (who != 0 and who != "@2"()):
+    which = "@4"(which)
+    who = "@4"(who)
+    if which != 0 or (who != 0 and who != "@2"()):
         "@0"("pysandboxes.refuse", "@3")
     return "@1"(which, who, priority)
 """
 _OWN_AFFINITY_SOURCE = """
 def sched_setaffinity(pid, mask, /):
-    if type(pid) is not int or (pid != 0 and pid != "@2"()):
+    pid = "@4"(pid)
+    if pid != 0 and pid != "@2"():
         "@0"("pysandboxes.refuse", "@3")
     return "@1"(pid, mask)
 """
@@ -288,10 +294,10 @@ def sched_setaffinity(pid, mask, /):
 # spec holding only those: a spec of the program's could answer the guards and C apart.
 _EXTENSION_SOURCE = """
 def create(spec, *rest):
-    name = str.__add__("", spec.name)
+    name = "@3"("", spec.name)
     origin = spec.origin
     if origin is not None:
-        origin = str.__add__("", origin)
+        origin = "@3"("", origin)
     fresh = "@2"(name, None, origin=origin)
     "@0"("pysandboxes.extension", fresh)
     return "@1"(fresh, *rest)
@@ -329,7 +335,7 @@ def guard_unreported(guard: CallGuard, sealed_globals: dict[str, object]) -> Non
         event = f"os.{name}"
         if hasattr(os, name) and not guard.family_allowed(event, (f"posix.{name}",)):
             original_call = getattr(os, name)
-            objects = (sys.audit, original_call, os.getpid, event)
+            objects = (sys.audit, original_call, os.getpid, event, operator.index)
             judged_call = sealed_function(source, objects, sealed_globals, _SEALED_FILE)
             judged_call.__doc__ = original_call.__doc__
             for holder in (os, sys.modules["posix"]):
@@ -340,7 +346,7 @@ def guard_unreported(guard: CallGuard, sealed_globals: dict[str, object]) -> Non
     module_spec = sys.modules["_frozen_importlib"].ModuleSpec
     for name in ("create_dynamic", "create_builtin"):
         original = getattr(_imp, name)
-        objects = (sys.audit, original, module_spec)
+        objects = (sys.audit, original, module_spec, str.__add__)
         judged = sealed_function(_EXTENSION_SOURCE, objects, sealed_globals, _SEALED_FILE)
         judged.__name__ = judged.__qualname__ = name
         judged.__doc__ = original.__doc__
