@@ -111,3 +111,47 @@ def test_a_user_site_the_sandbox_may_write_is_not_read_at_start_up(
     (project / ".py-sandboxes").write_text(rules)
     result = sb("-c", "import sys; print(sys.flags.no_user_site)", env={"PWD": str(project)})
     assert result.stdout == "1\n", result.stderr
+
+
+def test_an_inherited_descriptor_does_not_reach_the_sandbox(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path
+) -> None:
+    # A descriptor python-sb inherited (on a file outside the rules) would be a way to it
+    # that no rule judged; the kernel layer does not check descriptors already open.
+    import os
+    import subprocess
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET")
+    code = (
+        "import os, sys\ntry:\n    print(os.read(int(sys.argv[1]), 100))\n"
+        "except OSError as exc:\n    print(exc)\n"
+    )
+    (project / "app.py").write_text(code)
+    (project / ".py-sandboxes").write_text("expose-ro=./app.py\npython-import=os, sys\n")
+    fd = os.open(secret, os.O_RDONLY)
+    try:
+        for runner, leaks in ((py, True), (sb, False)):
+            result = subprocess.run(
+                [*runner.command, "app.py", str(fd)],
+                cwd=project,
+                capture_output=True,
+                text=True,
+                pass_fds=(fd,),
+                check=False,
+            )
+            assert ("TOPSECRET" in result.stdout) is leaks, result.stdout + result.stderr
+    finally:
+        os.close(fd)
+
+
+def test_the_program_cannot_point_openssl_at_a_module_it_wrote(sb: Runner, project: Path) -> None:
+    # OpenSSL reads OPENSSL_CONF when it first starts, after the walls: a configuration
+    # naming a module the program wrote would load it (native code without a grant).
+    code = (
+        "import os\ntry:\n    os.environ['OPENSSL_CONF'] = '/tmp/x.cnf'\n"
+        "except PermissionError as exc:\n    print('REFUSED', exc)\n"
+    )
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=os\n")
+    result = sb("-c", code)
+    assert "REFUSED Setting OPENSSL_CONF is refused" in result.stdout, result.stderr

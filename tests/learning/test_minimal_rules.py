@@ -200,3 +200,27 @@ def test_thousands_of_grants_under_one_directory_give_one_rule(tmp_path: Path) -
     for i in range(4000):
         (deep / f"f{i}").write_text("")
     assert _lines(events, _context(tmp_path)) == ["expose-rw=./d"]
+
+
+def test_nothing_is_learned_for_writing_in_the_systems_trees(tmp_path: Path) -> None:
+    # /bin is /usr/bin on merged-/usr systems; /etc/cron.d is not /etc, but as dangerous.
+    events = [
+        Event("file", "/bin/evil", "create"),
+        Event("file", "/usr/lib", "list"),
+        Event("file", "/etc/hostname", "write"),
+        Event("file", "/etc/hostname", "read"),
+        Event("file", "/root/.bashrc", "write"),
+    ]
+    lines = _lines(events, _context(tmp_path))
+    assert lines == ["expose-ro=/etc/hostname"]
+
+
+def test_a_home_reached_through_a_link_is_still_sensitive(tmp_path: Path) -> None:
+    real = tmp_path / "realhome"
+    (real / ".ssh").mkdir(parents=True)
+    (tmp_path / "homelink").symlink_to(real)
+    project = tmp_path / "project"
+    project.mkdir()
+    context = _context(project, home=str(tmp_path / "homelink"))
+    events = [Event("file", str(real), "list"), Event("file", str(real / ".ssh"), "list")]
+    assert _lines(events, context) == []

@@ -193,6 +193,23 @@ def _startup_flags(
     return ("-s",) if _writable(user_site, policy, tempdir) else ()
 
 
+def keep_only_standard_streams(keep: set[int]) -> None:
+    """Let no descriptor python-sb inherited pass into the sandbox but standard input,
+    output and error (and ``keep``): one open on a file outside the rules would be a way
+    to it that no rule judged, and the kernel layer does not check descriptors already
+    open. They stay usable here; the child and the waiter do not get them."""
+    try:
+        found = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return  # no /proc: descriptors cannot be listed; nothing better to do here
+    for fd in found:
+        if fd > 2 and fd not in keep:
+            try:
+                os.set_inheritable(fd, False)
+            except OSError:
+                continue  # closed meanwhile (the listing's own descriptor)
+
+
 def make_private_dir() -> str:
     """A new mode-0700 directory for the sandbox's temporary files (``tempfile`` is slow
     to import and would be needed for this alone)."""
@@ -272,6 +289,8 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     """
     cwd = os.path.abspath(cwd or os.getcwd())
     spec, child_env, learning = build_spec(request, cwd, os.environ)
+    keep: set[int] = {spec.learning.event_fd} if spec.learning is not None else set()
+    keep_only_standard_streams(keep)
     if learning is not None:
         from pysandboxes._waiter import adopt_orphans
 

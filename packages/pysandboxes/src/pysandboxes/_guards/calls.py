@@ -103,6 +103,11 @@ GUARDED_MODULES = frozenset({"_posixsubprocess", "_signal", "posix"})
 _F_SETOWN, _F_SETOWN_EX = 8, 15
 _SETOWN_IOCTLS = frozenset({0x8901, 0x8902})  # FIOSETOWN, SIOCSPGRP
 _TERMINAL_INPUT_IOCTLS = frozenset({0x5412, 0x541C})  # TIOCSTI, TIOCLINUX
+#: Variables naming code the C library or OpenSSL loads after start-up (besides LD_* and
+#: OPENSSL_*), refused to os.putenv.
+_CODE_LOADING_VARIABLES = frozenset(
+    {"GCONV_PATH", "LOCPATH", "SSL_CERT_FILE", "SSL_CERT_DIR", "MALLOC_CONF"}
+)
 
 
 class CallGuard:
@@ -151,6 +156,7 @@ class CallGuard:
         # _imp.create_dynamic and create_builtin), whatever route imports them: no
         # handler for the C "import" event, which every fresh import would pay for.
         handlers[EXTENSION_EVENT] = self._extension
+        handlers["os.putenv"] = self._putenv
         handlers[REFUSE_EVENT] = self._refuse_reported
         if not self.family_allowed("resource.prlimit", ()):
             handlers["resource.prlimit"] = self._prlimit
@@ -205,6 +211,20 @@ class CallGuard:
             )
         if "os.kill" in self._handled and args[1] in _SETOWN_IOCTLS and self._setown(args[2]):
             self.refuse("os.kill")
+
+    def _putenv(self, args: tuple[Any, ...]) -> None:
+        # The C library and OpenSSL load code these name, when they first need it: set by
+        # the program to a file it wrote, they would run native code without a grant.
+        raw = args[0] if args else None
+        name = os.fsdecode(bytes(raw) if isinstance(raw, (bytes, bytearray)) else str(raw))
+        if name in _CODE_LOADING_VARIABLES or name.startswith(("LD_", "OPENSSL_")):
+            self._enforcer.refuse_call(
+                "os.putenv",
+                "native",
+                f"Setting {name} is refused: the C library or OpenSSL would load the code it "
+                "names into this process. Forward it with an env= rule instead (its value "
+                "is then fixed before the program starts).",
+            )
 
     def _prlimit(self, args: tuple[Any, ...]) -> None:
         # prlimit(pid, RLIMIT_CPU, (1, 1)) kills another process of the same user.
