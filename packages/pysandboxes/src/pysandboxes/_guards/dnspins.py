@@ -15,7 +15,10 @@ the pins and the system's functions (calling those is an ordinary, judged lookup
 from __future__ import annotations
 
 import _socket
-from types import FunctionType, MappingProxyType
+import builtins
+from types import MappingProxyType
+
+from .audit import detached
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,15 +94,6 @@ def _gethostbyname_ex(
     return gethostbyname_ex
 
 
-def _detached(function: Callable[..., Any], like: Callable[..., Any]) -> FunctionType:
-    """``function`` with globals of its own and the name and doc of the original."""
-    code = function.__code__  # type: ignore[attr-defined]
-    name = like.__name__  # type: ignore[attr-defined]
-    detached = FunctionType(code, {"__builtins__": __builtins__}, name, None, function.__closure__)  # type: ignore[attr-defined]
-    detached.__doc__ = like.__doc__
-    return detached
-
-
 def install(pins: Iterable[tuple[str, tuple[str, ...]]]) -> None:
     """Answer the pinned names from ``pins`` (nothing to do without pins)."""
     pinned: Any = MappingProxyType(_answers(pins))  # read-only, though harmless either way
@@ -111,4 +105,5 @@ def install(pins: Iterable[tuple[str, tuple[str, ...]]]) -> None:
         ("gethostbyname_ex", _gethostbyname_ex),
     ):
         system = getattr(_socket, name)
-        setattr(_socket, name, _detached(factory(system, pinned), system))
+        judged = detached(factory(system, pinned), system.__name__, system.__doc__, builtins)
+        setattr(_socket, name, judged)

@@ -7,28 +7,18 @@ nothing leads from them to the guard or its rules.
 
 from __future__ import annotations
 
-from types import FunctionType
+from .audit import detached
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from types import CodeType
+    from types import FunctionType
     from typing import Any
 
 
 def exact(value: object) -> str | None:
     """A plain copy of a str (a subclass could lie to ``==`` and hashing), else None."""
     return str.__add__("", value) if isinstance(value, str) else None  # type: ignore[arg-type]
-
-
-def _detached(function: Callable[..., Any], name: str) -> FunctionType:
-    """``function`` rebound to globals of its own: no way from it to this module."""
-    code: CodeType = function.__code__  # type: ignore[attr-defined]
-    closure = function.__closure__  # type: ignore[attr-defined]
-    detached = FunctionType(code, {"__builtins__": {}}, name, function.__defaults__, closure)  # type: ignore[attr-defined]
-    detached.__qualname__ = name
-    detached.__doc__ = function.__doc__
-    return detached
 
 
 def import_wrapper(
@@ -42,9 +32,7 @@ def import_wrapper(
             audit("pysandboxes.import", "statement", name, globals, level)
         return original(name, globals, locals, fromlist, level)
 
-    wrapper = _detached(__import__, "__import__")  # type: ignore[arg-type]
-    wrapper.__doc__ = original.__doc__
-    return wrapper
+    return detached(__import__, "__import__", original.__doc__)  # type: ignore[arg-type]
 
 
 def gcd_wrapper(original: Callable[..., Any], audit: Callable[..., None]) -> FunctionType:
@@ -52,7 +40,7 @@ def gcd_wrapper(original: Callable[..., Any], audit: Callable[..., None]) -> Fun
         audit("pysandboxes.import", "call", name, package, level)
         return original(name, package, level)
 
-    return _detached(_gcd_import, "_gcd_import")  # type: ignore[arg-type]
+    return detached(_gcd_import, "_gcd_import", original.__doc__)  # type: ignore[arg-type]
 
 
 def finder(audit: Callable[..., None], allowed: frozenset[str], exact: frozenset[str]) -> object:
@@ -63,7 +51,7 @@ def finder(audit: Callable[..., None], allowed: frozenset[str], exact: frozenset
         if fullname not in exact and fullname.partition(".")[0] not in allowed:
             audit("pysandboxes.import", "find", fullname, path, 0)
 
-    detached = _detached(find_spec, "find_spec")  # type: ignore[arg-type]
-    kind = type("ImportRulesFinder", (), {"__slots__": (), "find_spec": staticmethod(detached)})
+    judged = detached(find_spec, "find_spec", None)
+    kind = type("ImportRulesFinder", (), {"__slots__": (), "find_spec": staticmethod(judged)})
     kind.__module__ = "pysandboxes"
     return kind()

@@ -23,6 +23,7 @@ import os
 import re
 import sys
 
+from pysandboxes._learn.places import home_hidden, sensitive_directories, system_tree
 from pysandboxes._policy.registry import DANGEROUS_CATEGORIES, SENSITIVE_FUNCTIONS
 from pysandboxes._policy.writer import LearnedRule
 from pysandboxes._record import record
@@ -101,65 +102,9 @@ class Learned:
     skipped: tuple[str, ...]
 
 
-#: Directories of the system never granted whole (their files may be, one by one).
-_SYSTEM_DIRECTORIES = (
-    "/", "/bin", "/boot", "/dev", "/etc", "/etc/ssh", "/home", "/lib", "/media", "/mnt",
-    "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
-)  # fmt: skip
-#: Directories of a home that hold keys, tokens or commands run by the user.
-_SECRET_HOME_DIRECTORIES = (
-    ".ssh", ".aws", ".gnupg", ".config", ".kube", ".docker", ".local", ".local/bin",
-    ".azure", ".gcloud", ".netrc", ".password-store",
-)  # fmt: skip
-#: Trees where learning grants single files for reading only (see ``_system_tree``).
-_SYSTEM_TREES = (
-    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/opt", "/proc", "/run", "/sbin",
-    "/srv", "/sys", "/usr", "/var",
-)  # fmt: skip
 #: More file events than this are summarised, not learned one by one: minimising rules
 #: must stay quick whatever a program (or a forged event stream) reports.
 MAX_FILE_EVENTS = 5000
-
-
-def sensitive_directories(context: Context) -> frozenset[str]:
-    """Directories never granted whole: their files are granted one by one instead.
-
-    Every entry is resolved, as learned paths are (``/bin`` is ``/usr/bin`` on merged-/usr
-    systems; a home may be a link).
-    """
-    found: set[str] = set(_SYSTEM_DIRECTORIES)
-    homes = {"/root", context.home.rstrip("/") or "/"} if context.home else {"/root"}
-    for home in homes:
-        found |= {home, *(f"{home}/{d}" for d in _SECRET_HOME_DIRECTORIES)}
-    parent: str = os.path.realpath(context.cwd) if context.cwd else ""
-    while parent not in ("/", ""):
-        parent = os.path.dirname(parent)
-        found.add(parent)
-    return frozenset(found | {os.path.realpath(p) for p in found})
-
-
-def _system_tree(path: str, context: Context) -> bool:
-    """Whether ``path`` lies in the system's trees or a home's hidden entries, where no
-    directory is granted and nothing is granted for writing: a learned line there would
-    hand every later run the machine (cron jobs, shell start-up files, keys). The project
-    itself (the rule file's directory) is never one, wherever it lives."""
-    project = os.path.realpath(context.rule_dir)
-    if path == project or path.startswith(project.rstrip("/") + "/"):
-        return False
-    for root in _SYSTEM_TREES:
-        for real in {root, os.path.realpath(root)}:
-            if path == real or path.startswith(real + "/"):
-                return True
-    return _home_hidden(path, context)
-
-
-def _home_hidden(path: str, context: Context) -> bool:
-    """Whether ``path`` is a hidden entry of a home (``~/.bashrc``, ``~/.ssh/...``)."""
-    for home in {"/root", context.home.rstrip("/")} - {""}:
-        for real in {home, os.path.realpath(home)}:
-            if path.startswith(real + "/."):
-                return True
-    return False
 
 
 def display_path(path: str, context: Context) -> str:
@@ -277,12 +222,12 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
         writable, event = grants[path]
         if _covered(path, writable, grants):
             continue
-        if _system_tree(path, context) and (writable or os.path.isdir(path)):
+        if system_tree(path, context) and (writable or os.path.isdir(path)):
             out.skipped.append(
                 f"{path}: {'writing' if writable else 'a directory'} in the system's trees or "
                 "a home's hidden entries is never learned: add the rule yourself if you mean it"
             )
-            if os.path.isdir(path) or _home_hidden(path, context):
+            if os.path.isdir(path) or home_hidden(path, context):
                 continue
             writable = False  # a system file may still be read, as the program did
         shown = display_path(path, context)

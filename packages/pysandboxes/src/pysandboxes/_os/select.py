@@ -11,7 +11,6 @@ names a fallback. Only ``subprocess`` (the Python layer alone) and ``none`` alwa
 from __future__ import annotations
 
 import os
-import shutil
 
 from pysandboxes._record import record
 from pysandboxes.errors import OSLayerUnavailable
@@ -72,13 +71,13 @@ def unavailable_reason(provider: str) -> str | None:
 
         return landlock.unavailable_reason()
     if provider == "bwrap":
-        if shutil.which("bwrap") is None:
-            return "the bwrap program is not installed"
-        return _user_namespaces_reason()
+        from pysandboxes._os import bwrap
+
+        return bwrap.unavailable_reason() or _user_namespaces_reason()
     if provider == "unshare":
-        if shutil.which("unshare") is None:
-            return "the unshare program is not installed"
-        return _user_namespaces_reason()
+        from pysandboxes._os import unshare
+
+        return unshare.unavailable_reason() or _user_namespaces_reason()
     return None
 
 
