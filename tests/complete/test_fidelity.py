@@ -156,7 +156,12 @@ def test_signals_sent_to_python_sb_reach_the_program(
     assert proc.stdout is not None
     assert proc.stdout.readline() == "ready\n"
     proc.send_signal(signum)
-    out, _ = proc.communicate(timeout=20)
+    try:
+        out, _ = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # and close the pipe here, not in a later test's garbage collection
+        proc.communicate()
+        pytest.fail(f"the program did not get signal {signum} within 20 s")
     assert out == f"got {signum}\n"
     assert proc.returncode == 3
 

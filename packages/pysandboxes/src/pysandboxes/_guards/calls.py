@@ -26,6 +26,8 @@ import sys
 
 from pysandboxes._enforce import call_refusal
 
+from .values import plain_str
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -126,6 +128,9 @@ class CallGuard:
         self._allowed = {
             event: self.family_allowed(name, family) for event, (name, family) in _FAMILIES.items()
         }
+        # Signalling another process is refused unless a rule allows os.kill itself.
+        self._signals_watched = not self.family_allowed("os.kill", ())
+        self._native = self.family_allowed("ctypes.CDLL", _NATIVE)
 
     def family_allowed(self, name: str, family: Iterable[str]) -> bool:
         """Whether the event of ``name`` passes: its own verdict, unless it has no rule of
@@ -143,15 +148,12 @@ class CallGuard:
         handlers: dict[str, Callable[[tuple[Any, ...]], None]] = {
             event: self._refusal(event) for event, allowed in self._allowed.items() if not allowed
         }
-        if not self.family_allowed("os.kill", ()):
+        if self._signals_watched:
             handlers["os.kill"] = self._kill
+            handlers["fcntl.fcntl"] = self._fcntl
         if "ctypes.dlopen" in handlers:
             handlers["ctypes.dlopen"] = self._dlopen
-        if "os.kill" in handlers:
-            handlers["fcntl.fcntl"] = self._fcntl
         handlers["fcntl.ioctl"] = self._ioctl
-        self._native = self.family_allowed("ctypes.CDLL", _NATIVE)
-        self._handled = frozenset(handlers)
         # Extension and builtin modules are judged when created (the sealed copies of
         # _imp.create_dynamic and create_builtin), whatever route imports them: no
         # handler for the C "import" event, which every fresh import would pay for.
@@ -209,7 +211,7 @@ class CallGuard:
                 "Writing into the terminal's input (TIOCSTI, TIOCLINUX) is refused: what "
                 "a sandbox types there, the user's shell runs. No rule can allow it.",
             )
-        if "os.kill" in self._handled and args[1] in _SETOWN_IOCTLS and self._setown(args[2]):
+        if self._signals_watched and args[1] in _SETOWN_IOCTLS and self._setown(args[2]):
             self.refuse("os.kill")
 
     def _putenv(self, args: tuple[Any, ...]) -> None:
@@ -243,17 +245,18 @@ class CallGuard:
         spec = args[0] if args else None
         name = getattr(spec, "name", None)
         origin = getattr(spec, "origin", None)
-        if isinstance(name, str):
+        name, origin = plain_str(name), plain_str(origin)
+        if name is not None:
             self._import((name,))
-        if isinstance(origin, str):
-            self._import((str.__add__("", origin).rpartition("/")[2].partition(".")[0],))
+        if origin is not None:
+            self._import((origin.rpartition("/")[2].partition(".")[0],))
 
     def _import(self, args: tuple[Any, ...]) -> None:
-        if not args or not issubclass(type(args[0]), str):
+        plain = plain_str(args[0]) if args else None
+        if plain is None:
             return
-        # A plain copy: a str subclass could lie to == and hash. CPython initialises an
-        # extension module from the last part of a dotted name.
-        name = str.__add__("", args[0]).rpartition(".")[2]
+        # CPython initialises an extension module from the last part of a dotted name.
+        name = plain.rpartition(".")[2]
         why = _NATIVE_MODULES.get(name)
         if why is not None and not self._native:
             self._enforcer.refuse_import(

@@ -16,6 +16,7 @@ import sys
 from pysandboxes._enforce import call_refusal
 
 from .audit import current_frame
+from .values import plain_bytes, plain_str
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -68,11 +69,8 @@ def looks_like_a_type(source: object) -> bool:
 
 def _file_name(name: object) -> str | None:
     """A file name argument as a plain ``str`` (``bytes`` decoded), else ``None``."""
-    if isinstance(name, bytes):
-        return bytes(name).decode("utf-8", "surrogateescape")
-    if isinstance(name, str):
-        return str.__add__("", name)
-    return None
+    raw = plain_bytes(name)
+    return raw.decode("utf-8", "surrogateescape") if raw is not None else plain_str(name)
 
 
 #: What the import system calls on a file loader while it reads a module's bytecode
@@ -203,7 +201,9 @@ class DynamicCodeGuard:
         if not self._user_code(any_stdlib=True):
             return
         if not self._allowed:
-            self._refuse("Building a code object (types.CodeType, code.replace)", "code.__new__")
+            # Reported as the registered function whose grant would allow it.
+            what = "Building a code object (types.CodeType, code.replace)"
+            self._refuse(what, "builtins.compile")
         self._refuse_disguise(args[1] if len(args) > 1 else None, "Building")
 
     def _refuse_disguise(self, filename: object, verb: str) -> None:

@@ -17,6 +17,7 @@ from pysandboxes._policy.model import Access, Verdict
 from .pathargs import UNKNOWABLE, exact_path, sqlite_uri
 from .paths import is_magic
 from .pinned import is_pinned
+from .values import plain_int
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,6 +38,12 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 #: The ``fix`` of a refusal for a change that bypassed the pinning wrappers.
 UNPINNED = "<unpinned>"
+
+
+def _descriptor(dir_fd: object) -> object:
+    """A ``dir_fd`` as C reads it: an int subclass's own value."""
+    number = plain_int(dir_fd)
+    return dir_fd if number is None else number
 
 
 class FileGuard:
@@ -128,8 +135,7 @@ class FileGuard:
                 Verdict(False, None, hidden=True),
             )
             return None
-        if type(dir_fd) is not int and issubclass(type(dir_fd), int):
-            dir_fd = int.__add__(0, dir_fd)  # type: ignore[arg-type]  # what C reads
+        dir_fd = _descriptor(dir_fd)
         base = dir_fd if type(dir_fd) is int and dir_fd >= 0 else None
         absolute = self.resolver.absolute(named, base)
         if absolute is None:
@@ -283,8 +289,7 @@ class FileGuard:
         except OSError:
             named = exact_path(path)
             if named is not None:
-                if type(dir_fd) is not int and issubclass(type(dir_fd), int):
-                    dir_fd = int.__add__(0, dir_fd)  # type: ignore[arg-type]
+                dir_fd = _descriptor(dir_fd)
                 absolute = self.resolver.absolute(named, dir_fd if type(dir_fd) is int else None)
                 real = self.resolver.real(absolute or named, follow=False)
             # A directory that leads to an exposure exists, and the rules say so already:

@@ -29,6 +29,7 @@ from .pinned import (
     relative_to,
     symlink,
 )
+from .values import plain_bytes, plain_int, plain_str
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,21 +61,16 @@ def _path_arg(value: object) -> object:
     """
     kind = type(value)
     if kind is str or kind is bytes or kind is int or value is None:
-        return value
-    if issubclass(kind, str):
-        return str.__add__("", value)  # type: ignore[arg-type]
-    if issubclass(kind, bytes):
-        return bytes.__add__(b"", value)  # type: ignore[arg-type]
-    if issubclass(kind, int):
-        return int.__add__(0, value)  # type: ignore[arg-type]
-    return _path_arg(os.fspath(value))  # type: ignore[arg-type]
+        return value  # the common case, first: this runs for every file operation
+    text, raw, number = plain_str(value), plain_bytes(value), plain_int(value)
+    plain = text if text is not None else raw if raw is not None else number
+    return plain if plain is not None else _path_arg(os.fspath(value))  # type: ignore[arg-type]
 
 
 def _fd_arg(value: object) -> object:
     """A descriptor argument as C reads it (an int subclass's own value)."""
-    if type(value) is not int and issubclass(type(value), int):
-        return int.__add__(0, value)  # type: ignore[arg-type]
-    return value
+    number = plain_int(value)
+    return value if number is None else number
 
 
 def _metadata(

@@ -16,11 +16,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def exact(value: object) -> str | None:
-    """A plain copy of a str (a subclass could lie to ``==`` and hashing), else None."""
-    return str.__add__("", value) if isinstance(value, str) else None  # type: ignore[arg-type]
-
-
 def import_wrapper(
     original: Callable[..., Any], audit: Callable[..., None], allowed: frozenset[str]
 ) -> FunctionType:

@@ -34,9 +34,9 @@ import sys
 from types import CodeType
 
 from .audit import current_frame
-from .importdoors import exact as _exact
 from .importdoors import finder as make_finder
 from .importdoors import gcd_wrapper, import_wrapper
+from .values import plain_str
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -173,7 +173,7 @@ class ImportGuard:
         if len(args) != 4:
             return
         self._keep_finder_first()
-        door, name, context, level = _exact(args[0]), _exact(args[1]), args[2], args[3]
+        door, name, context, level = plain_str(args[0]), plain_str(args[1]), args[2], args[3]
         if name is None or door is None:
             return
         if type(level) is not int or level < 0:
@@ -200,7 +200,7 @@ class ImportGuard:
                 package = bootstrap._calc___package__(context if isinstance(context, dict) else {})
             if not isinstance(package, str):
                 return None
-            return bootstrap._resolve_name(name, _exact(package), level)
+            return bootstrap._resolve_name(name, plain_str(package), level)
         except Exception:  # a bad relative import: the import system says why
             return None
 
@@ -226,7 +226,7 @@ class ImportGuard:
         if type(code) is CodeType:
             # The file the code says it comes from: reading it is not audited, and code
             # of a module file of an allowed module is that module, whatever it is named.
-            code_module = self._module_of_file(_exact(code.co_filename))  # type: ignore[union-attr]
+            code_module = self._module_of_file(plain_str(code.co_filename))  # type: ignore[union-attr]
             if code_module is not None and self._allows(code_module):
                 return
         frame = self._caller(current_frame())
@@ -240,10 +240,10 @@ class ImportGuard:
         namespace: dict[str, Any] = call_args[1]  # type: ignore[index]
         spec = namespace.get("__spec__")
         claims = (
-            _exact(namespace.get("__name__")),
-            _exact(getattr(spec, "name", None)),
-            _exact(getattr(spec, "origin", None)),
-            _exact(namespace.get("__file__")),
+            plain_str(namespace.get("__name__")),
+            plain_str(getattr(spec, "name", None)),
+            plain_str(getattr(spec, "origin", None)),
+            plain_str(namespace.get("__file__")),
             code_module,
         )
         refused = self._refused_claims.get(claims)
@@ -269,8 +269,8 @@ class ImportGuard:
         """An extension module created from a spec (see ``calls.guard_unreported``)."""
         self._keep_finder_first()
         spec = args[0] if args else None
-        name = _exact(getattr(spec, "name", None))
-        claims = (name, self._module_of_file(_exact(getattr(spec, "origin", None))))
+        name = plain_str(getattr(spec, "name", None))
+        claims = (name, self._module_of_file(plain_str(getattr(spec, "origin", None))))
         refused = next((n for n in claims if n and not self._allows(n)), None)
         if refused and self._asked_by_program():
             self._refuse(refused.partition(".")[0], refused)

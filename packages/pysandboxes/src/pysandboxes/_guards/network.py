@@ -18,6 +18,8 @@ from _socket import socket as _raw_socket
 
 from pysandboxes._enforce import Connection
 
+from .values import plain_int, plain_str
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -45,26 +47,16 @@ def _tuple_item(value: object, index: int) -> object:
 
 
 def _text(value: object) -> str | None:
-    kind = type(value)
-    if kind is str:
-        return value  # type: ignore[return-value]
-    if issubclass(kind, str):
-        return str.__add__("", value)  # type: ignore[arg-type]
-    if issubclass(kind, (bytes, bytearray)):
+    text = plain_str(value)
+    if text is not None:
+        return text
+    if issubclass(type(value), (bytes, bytearray)):
         # The buffer, as C reads it: a subclass's __bytes__ is never called.
         raw = memoryview(value).tobytes()  # type: ignore[arg-type]
         try:
             return raw.decode("idna") if raw[:1] != b"\0" else raw.decode("latin-1")
         except UnicodeError:
             return None  # not a name C would accept either: refused as unjudgeable
-    return None
-
-
-def _port(value: object) -> int | None:
-    if type(value) is int:
-        return value  # type: ignore[return-value]
-    if issubclass(type(value), int):
-        return int.__add__(0, value)  # type: ignore[arg-type]
     return None
 
 
@@ -142,7 +134,7 @@ class NetworkGuard:
         # What C reads: the tuple's own items, whatever a subclass says of itself.
         if _tuple_len(address) < 2:
             return
-        host, port = _text(_tuple_item(address, 0)), _port(_tuple_item(address, 1))
+        host, port = _text(_tuple_item(address, 0)), plain_int(_tuple_item(address, 1))
         if host is None or port is None:
             message = (
                 f"The {what} an address whose host is not a string or whose port is not an "

@@ -12,6 +12,8 @@ import pathlib
 
 from pysandboxes._policy.model import Access
 
+from .values import plain_bytes, plain_str
+
 #: A path the guard cannot know without running the program's code: always refused.
 UNKNOWABLE = "\0unknowable path object"
 
@@ -28,14 +30,14 @@ def exact_path(value: object) -> str | None:
     descriptor).
     """
     kind = type(value)
-    if kind is str:
-        return value  # type: ignore[return-value]
     if value is None or kind is int:
         return None
-    if issubclass(kind, str):
-        return str.__add__("", value)  # type: ignore[arg-type]
-    if issubclass(kind, bytes):
-        return os.fsdecode(bytes.__add__(b"", value))  # type: ignore[arg-type]
+    text = plain_str(value)
+    if text is not None:
+        return text
+    raw = plain_bytes(value)
+    if raw is not None:
+        return os.fsdecode(raw)
     if kind in _PATH_CLASSES and _pathlib_untouched():
         try:
             # The slot the path's own __fspath__ filled when the call converted it; read

@@ -21,6 +21,8 @@ import errno
 import os
 import stat
 
+from .values import plain_bytes, plain_int, plain_str
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -147,12 +149,13 @@ def as_text(path: object) -> str | None:
     """A path argument as ``str`` (``None`` for a descriptor): converted once."""
     if type(path) is int or path is None:
         return None
-    if isinstance(path, str):
-        return path
-    if isinstance(path, bytes):
-        return os.fsdecode(path)
-    converted: object = os.fspath(path)  # type: ignore[arg-type]
-    return converted if isinstance(converted, str) else os.fsdecode(bytes(converted))  # type: ignore[arg-type]
+    text = plain_str(path)
+    if text is not None:
+        return text
+    raw = plain_bytes(path)
+    if raw is not None:
+        return os.fsdecode(raw)
+    return as_text(os.fspath(path))  # type: ignore[arg-type]  # a str or bytes now
 
 
 def relative_to(text: str, dir_fd: object) -> str:
@@ -165,7 +168,7 @@ def relative_to(text: str, dir_fd: object) -> str:
         return text
     if not issubclass(type(dir_fd), int):
         raise TypeError(f"argument should be integer or None, not {type(dir_fd).__name__}")
-    return f"{_PREFIX}{int.__add__(0, dir_fd)}/{text}"  # type: ignore[arg-type]
+    return f"{_PREFIX}{plain_int(dir_fd)}/{text}"
 
 
 def changes_one_path(

@@ -279,10 +279,6 @@ def _net(out: _Out, events: Sequence[Event]) -> None:
         )
 
 
-#: Guarded names that are not in the registry, and the function whose grant allows them.
-_GRANTED_AS = {"code.__new__": "builtins.compile"}
-
-
 def _learnable_host(name: str) -> bool:
     """Whether a ``net=`` rule can hold ``name``, as the rule parser reads it."""
     from pysandboxes._policy.netaddr import parse_network
@@ -317,16 +313,14 @@ def _imports(out: _Out, events: Sequence[Event]) -> None:
 
 def _calls(out: _Out, events: Sequence[Event]) -> None:
     for event in sorted(events, key=lambda e: (e.access, e.name)):
-        category = event.access
-        name = _GRANTED_AS.get(event.name, event.name)
+        name, category = event.name, event.access
         if SENSITIVE_FUNCTIONS.get(name) != category or not _QUALNAME.fullmatch(name):
             # A function the registry does not file under that category: the guards never
             # report one, so the event is forged or stale; a whole category is no answer.
-            out.skipped.append(f"{event.name!r} ({category}): not a registered function")
+            out.skipped.append(f"{name!r} ({category}): not a registered function")
             continue
-        target = name
         group = f"⚠ {category}" if category in DANGEROUS_CATEGORIES else category
-        out.add("call", "api", f"python-api=ALLOW:{target}", "called by", event.where, group)
+        out.add("call", "api", f"python-api=ALLOW:{name}", "called by", event.where, group)
 
 
 def drop_contradictions(learned: Learned, text: str) -> Learned:
