@@ -55,8 +55,9 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
     rule allows anything. Under ``bwrap`` and ``unshare``, the namespaces are made
     already (by the provider's program, from the trusted side's plan): this drops the
     capabilities an ``unshare`` user namespace grants, then applies Landlock inside the
-    namespaces too, with the namespace's own ``/proc`` readable. Where the kernel has
-    no Landlock, the returned layer says why. Call it while single-threaded.
+    namespaces too, with the namespace's own ``/proc`` readable. Under all three, a
+    seccomp filter last (see ``_os.seccomp``). Where the kernel lacks a part, the
+    returned layer says why. Call it while single-threaded.
 
     Raises:
         OSLayerUnavailable: the kernel refused the rules or the capability drop.
@@ -89,6 +90,10 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
         from pysandboxes._os.netns import drop_all_capabilities
 
         drop_all_capabilities()
+        # What Landlock does not mediate (the inherited terminal, the keyrings...).
+        from pysandboxes._os.seccomp import add_to
+
+        layer = add_to(layer)
         return in_namespaces(spec.provider, plan, layer) if namespaced else layer
     finally:
         # The binding's ctypes must not stay imported: a cached module skips the import

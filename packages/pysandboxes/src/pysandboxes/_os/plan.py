@@ -23,6 +23,8 @@ SIGNALS = "signals"
 ABSTRACT_SOCKETS = "abstract-sockets"
 MOUNT_VIEW = "mount-view"
 PROCESSES = "processes"
+TERMINAL_INPUT = "terminal-input"
+KERNEL_INTERFACES = "kernel-interfaces"
 
 
 @record

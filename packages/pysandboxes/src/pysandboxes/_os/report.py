@@ -90,6 +90,10 @@ class _Host:
             "network namespace" if provider != "subprocess" and (namespaces or landlock) else NO
         )
         self.python = provider != "none"
+        from pysandboxes._os.seccomp import unavailable_reason
+
+        kernel_layer = provider in ("landlock", "bwrap", "unshare")
+        self.seccomp = "seccomp filter" if kernel_layer and not unavailable_reason() else NO
 
 
 def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
@@ -147,6 +151,16 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
             python,
             host.signals,
             "" if host.signals else "the Python layer refuses os.kill of other processes only",
+        )
+    )
+    rows.append(
+        LayerRow(
+            "-",
+            "no typing into the terminal, no kernel keyring, io_uring, bpf, perf events or "
+            "userfaultfd",
+            "refuses the terminal's ioctls" if host.python else NO,
+            host.seccomp,
+            "" if host.seccomp else "native code reaches them",
         )
     )
     rows.append(

@@ -1,0 +1,190 @@
+"""A seccomp filter for what neither Landlock nor the namespaces mediate.
+
+Landlock judges paths, ports and scopes; a few system calls reach the host by other
+means, and Python programs have no use for them:
+
+- ``ioctl(TIOCSTI)`` and ``ioctl(TIOCLINUX)`` type into the terminal the sandbox
+  inherited, and the user's shell runs what they type. Landlock's device-ioctl right is
+  checked when a device is opened; standard input was opened before the walls.
+- ``add_key``, ``keyctl``, ``request_key``: the kernel keyrings are reached by user id,
+  not by path, and may hold the user's credentials.
+- ``io_uring_*``, ``bpf``, ``perf_event_open``, ``userfaultfd``: large kernel interfaces,
+  the usual first step of a kernel exploit, unused by Python programs.
+
+Each is refused with ``EPERM``. So is every system call of another ABI than the
+interpreter's (32-bit ``int 0x80``, x32), which the numbers below would not describe.
+The filter is applied after Landlock and stays for every process the sandbox starts.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import platform
+import struct
+
+from .plan import KERNEL_INTERFACES, TERMINAL_INPUT, AppliedLayer
+
+#: Offsets in ``struct seccomp_data``: nr, arch, instruction pointer, args[6].
+_NR, _ARCH, _ARG1_LOW = 0, 4, 24
+
+# Classic BPF opcodes (linux/filter.h).
+_LOAD_WORD = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JUMP_EQUAL = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
+_JUMP_AT_LEAST = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_RETURN = 0x06  # BPF_RET | BPF_K
+
+_ALLOW = 0x7FFF0000  # SECCOMP_RET_ALLOW
+_REFUSE = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO
+_X32_BIT = 0x40000000
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+
+#: ioctl requests refused on any descriptor (the same numbers on both ABIs below).
+TERMINAL_INPUT_IOCTLS = (0x5412, 0x541C)  # TIOCSTI, TIOCLINUX
+
+
+class _Abi:
+    """The audit architecture and the numbers of the refused calls on one ABI."""
+
+    def __init__(self, arch: int, ioctl: int, refused: dict[str, int], x32: bool) -> None:
+        self.arch = arch
+        self.ioctl = ioctl
+        self.refused = refused
+        self.x32 = x32
+
+
+_ABIS = {
+    "x86_64": _Abi(
+        0xC000003E,
+        16,
+        {
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+            "perf_event_open": 298,
+            "bpf": 321,
+            "userfaultfd": 323,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+        },
+        x32=True,
+    ),
+    "aarch64": _Abi(
+        0xC00000B7,
+        29,
+        {
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+            "perf_event_open": 241,
+            "bpf": 280,
+            "userfaultfd": 282,
+            "io_uring_setup": 425,
+            "io_uring_enter": 426,
+            "io_uring_register": 427,
+        },
+        x32=False,
+    ),
+}
+
+#: The calls refused, by name, for the report and the docs.
+REFUSED_CALLS = tuple(_ABIS["x86_64"].refused)
+
+
+def unavailable_reason() -> str | None:
+    """Why no filter can be applied on this machine, or ``None`` when one can."""
+    if platform.system() != "Linux":
+        return "seccomp is a Linux feature"
+    if platform.machine() not in _ABIS:
+        return f"no system call table for {platform.machine()} in this release"
+    return None
+
+
+def program(machine: str) -> bytes:
+    """The filter for ``machine`` as the kernel reads it: ``struct sock_filter[]``."""
+    abi = _ABIS[machine]
+    refuse, terminal = "refuse", "terminal"
+    steps: list[tuple[object, ...]] = [
+        ("load", _ARCH),
+        ("unless", abi.arch, refuse),  # another ABI's numbers mean other calls
+        ("load", _NR),
+    ]
+    if abi.x32:
+        steps.append(("at least", _X32_BIT, refuse))
+    steps += [("equal", number, refuse) for number in sorted(abi.refused.values())]
+    steps += [("equal", abi.ioctl, terminal), ("return", _ALLOW)]
+    steps += [(terminal,), ("load", _ARG1_LOW)]  # the request: an int, its low word
+    steps += [("equal", request, refuse) for request in TERMINAL_INPUT_IOCTLS]
+    steps += [("return", _ALLOW), (refuse,), ("return", _REFUSE)]
+    return _assemble(steps)
+
+
+def _assemble(steps: list[tuple[object, ...]]) -> bytes:
+    """Classic BPF from named steps; a one-element step is a label for the next one."""
+    labels: dict[object, int] = {}
+    instructions: list[tuple[object, ...]] = []
+    for step in steps:
+        if len(step) == 1:
+            labels[step[0]] = len(instructions)
+        else:
+            instructions.append(step)
+    encoded: list[bytes] = []
+    for index, (kind, value, *target) in enumerate(instructions):
+        skip = labels[target[0]] - index - 1 if target else 0
+        code, true, false = {
+            "load": (_LOAD_WORD, 0, 0),
+            "return": (_RETURN, 0, 0),
+            "equal": (_JUMP_EQUAL, skip, 0),
+            "unless": (_JUMP_EQUAL, 0, skip),
+            "at least": (_JUMP_AT_LEAST, skip, 0),
+        }[str(kind)]
+        encoded.append(struct.pack("=HBBI", code, true, false, value))
+    return b"".join(encoded)
+
+
+def apply() -> tuple[str, ...]:
+    """Install the filter on this process and its future children; the calls refused.
+
+    Raises:
+        OSError: the kernel refused the filter.
+    """
+    import ctypes
+
+    machine = platform.machine()
+    code = program(machine)
+    count = len(code) // 8
+    buffer = ctypes.create_string_buffer(code, len(code))
+
+    class Program(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    fprog = Program(count, ctypes.addressof(buffer))
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    prctl.restype = ctypes.c_int
+    for what, option, value, pointer in (
+        ("prctl(PR_SET_NO_NEW_PRIVS)", _PR_SET_NO_NEW_PRIVS, 1, 0),
+        ("prctl(PR_SET_SECCOMP)", _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog)),
+    ):
+        zero = ctypes.c_ulong(0)
+        if prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(pointer), zero, zero):
+            number = ctypes.get_errno()
+            raise OSError(number, f"{what} failed: {os.strerror(number)}")
+    return REFUSED_CALLS
+
+
+def add_to(layer: AppliedLayer) -> AppliedLayer:
+    """Apply the filter under ``layer``; the layer, saying whether it could."""
+    reason = unavailable_reason()
+    if reason is None:
+        try:
+            apply()
+        except OSError as exc:
+            reason = f"the kernel refused the seccomp filter ({exc.strerror})"
+    concerns = (TERMINAL_INPUT, KERNEL_INTERFACES)
+    enforced, missing = layer.enforced, layer.missing
+    if reason is None:
+        enforced += concerns
+    else:
+        missing += tuple((concern, reason) for concern in concerns)
+    return AppliedLayer(layer.provider, layer.abi, enforced, missing, layer.skipped)

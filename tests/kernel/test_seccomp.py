@@ -1,0 +1,168 @@
+"""What Landlock does not mediate, the seccomp filter refuses, under every kernel provider.
+
+Each native probe first works under plain python (the test can fail), then is refused with
+``EPERM`` under python-sb with ``python-api=ALLOW:native`` (the Python layer steps aside),
+and what it aimed at did not happen.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import os
+import pty
+import subprocess
+import termios
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kernelprobes import NATIVE, NATIVE_RULES
+
+from pysandboxes._os.select import unavailable_reason
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
+    from conftest import Runner
+
+PROVIDERS = ("landlock", "bwrap", "unshare")
+
+
+@pytest.fixture(params=PROVIDERS)
+def provider(request: pytest.FixtureRequest, project: Path) -> str:
+    name: str = request.param
+    reason = unavailable_reason(name)
+    if reason is not None:
+        pytest.skip(f"{name} cannot run here: {reason}")
+    (project / ".py-sandboxes").write_text(NATIVE_RULES + f"os-sandbox={name}\n")
+    return name
+
+
+TYPE_INTO_TERMINAL = """
+import fcntl
+for byte in b"echo INJECTED\\n":
+    result = libc.ioctl(0, 0x5412, ctypes.c_char_p(bytes([byte])))  # TIOCSTI
+    if result < 0:
+        break
+outcome(result)
+"""
+
+
+def _with_terminal(command: list[str], cwd: Path) -> tuple[str, bytes]:
+    """Run ``command`` with a fresh pseudo-terminal as its controlling terminal; return
+    what it printed and what then waited in the terminal's input."""
+    master, slave = pty.openpty()
+    attributes = termios.tcgetattr(slave)
+    attributes[3] &= ~termios.ECHO  # only what the probe prints comes back
+    termios.tcsetattr(slave, termios.TCSANOW, attributes)
+
+    def take_terminal() -> None:
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    try:
+        result = subprocess.run(
+            command,
+            cwd=cwd,
+            stdin=slave,
+            capture_output=True,
+            text=True,
+            start_new_session=True,
+            preexec_fn=take_terminal,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8"},
+            timeout=60,
+        )
+        os.set_blocking(slave, False)
+        try:
+            waiting = os.read(slave, 1024)
+        except BlockingIOError:
+            waiting = b""
+        return result.stdout + result.stderr, waiting
+    finally:
+        os.close(master)
+        os.close(slave)
+
+
+def test_cant_type_into_the_terminal(sb: Runner, py: Runner, project: Path, provider: str):
+    (project / "probe.py").write_text(NATIVE + TYPE_INTO_TERMINAL)
+    printed, waiting = _with_terminal([*py.command, "probe.py"], project)
+    assert (printed, waiting) == ("DONE\n", b"echo INJECTED\n")
+    printed, waiting = _with_terminal([*sb.command, "probe.py"], project)
+    assert (printed, waiting) == ("REFUSED EPERM\n", b"")
+
+
+KEY_SPEC_USER_KEYRING, KEYCTL_READ, KEYCTL_REVOKE = -4, 11, 3
+
+READ_KEY = """
+buffer = ctypes.create_string_buffer(256)
+size = libc.syscall(ctypes.c_long({keyctl}), ctypes.c_long({read}), ctypes.c_long({key}),
+                    buffer, ctypes.c_long(256))
+outcome(size)
+if size > 0:
+    print(buffer.raw[:size].decode())
+"""
+
+
+@pytest.fixture
+def user_key() -> Iterator[tuple[int, str]]:
+    """A secret in this user's keyring: the kernel lets every process of the user read it."""
+    if KEYCTL_SYSCALL < 0:
+        pytest.skip(f"no keyring call numbers known for {os.uname().machine}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    secret = f"KEYRING-SECRET-{uuid.uuid4().hex[:8]}"
+    key = libc.syscall(
+        ctypes.c_long(ADD_KEY_SYSCALL),
+        b"user",
+        f"pysandboxes-test-{secret}".encode(),
+        secret.encode(),
+        ctypes.c_size_t(len(secret)),
+        ctypes.c_long(KEY_SPEC_USER_KEYRING),
+    )
+    if key < 0:
+        pytest.skip(f"this kernel keeps no user keyring here ({os.strerror(ctypes.get_errno())})")
+    yield key, secret
+    libc.syscall(ctypes.c_long(KEYCTL_SYSCALL), ctypes.c_long(KEYCTL_REVOKE), ctypes.c_long(key))
+
+
+ADD_KEY_SYSCALL, KEYCTL_SYSCALL = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(
+    os.uname().machine, (-1, -1)
+)
+
+
+def test_cant_read_the_users_keyring(
+    sb: Runner, py: Runner, project: Path, provider: str, user_key: tuple[int, str]
+):
+    key, secret = user_key
+    body = READ_KEY.format(keyctl=KEYCTL_SYSCALL, read=KEYCTL_READ, key=key)
+    (project / "probe.py").write_text(NATIVE + body)
+    assert py("probe.py").stdout == f"DONE\n{secret}\n"
+    result = sb("probe.py")
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
+
+
+IO_URING_SETUP = """
+params = ctypes.create_string_buffer(120)
+outcome(libc.syscall(ctypes.c_long(425), ctypes.c_long(4), params))
+"""
+
+
+def test_cant_set_up_io_uring(sb: Runner, py: Runner, project: Path, provider: str):
+    (project / "probe.py").write_text(NATIVE + IO_URING_SETUP)
+    control = py("probe.py").stdout
+    if control != "DONE\n":
+        pytest.skip(f"io_uring is disabled on this host already ({control.strip()})")
+    result = sb("probe.py")
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
+
+
+ORDINARY_IOCTL = """
+import termios
+outcome(libc.ioctl(1, termios.FIONREAD, ctypes.create_string_buffer(4)))
+"""
+
+
+def test_ordinary_ioctls_still_work(sb: Runner, project: Path, provider: str):
+    (project / "probe.py").write_text(NATIVE + ORDINARY_IOCTL)
+    result = sb("probe.py")
+    assert result.stdout == "DONE\n", result.stderr
