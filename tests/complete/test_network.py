@@ -148,7 +148,9 @@ def test_cant_look_up_names_no_rule_names(sb: Runner, project: Path, lookup: str
 
 
 def test_cant_connect_to_an_abstract_unix_socket(sb: Runner, project: Path) -> None:
-    rules(project)
+    # A read-write exposure: without one, the kernel layer makes no AF_UNIX socket at all.
+    (project / "run").mkdir()
+    rules(project, "expose-rw=./run")
     code = (
         "import socket\n"
         "s = socket.socket(socket.AF_UNIX)\n"

@@ -82,3 +82,11 @@ def test_never_grants_a_whole_system_tree(tmp_path: Path) -> None:
     )
     for path in NEVER:
         assert path not in plan.read + plan.write + plan.execute, path
+
+
+def test_unix_sockets_only_where_the_rules_may_need_one(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    # /dev/null is writable in every plan: a device holds no socket file.
+    assert not plan_of(tmp_path, "expose-ro=.").unix_sockets
+    assert plan_of(tmp_path, "expose-ro=.", "expose-rw=./data").unix_sockets
+    assert plan_of(tmp_path, "python-api=ALLOW:os.fork").unix_sockets  # multiprocessing

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import json
 import os
 import pty
+import queue
+import socket
 import subprocess
 import termios
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -166,3 +170,96 @@ def test_ordinary_ioctls_still_work(sb: Runner, project: Path, provider: str):
     (project / "probe.py").write_text(NATIVE + ORDINARY_IOCTL)
     result = sb("probe.py")
     assert result.stdout == "DONE\n", result.stderr
+
+
+CONNECT_UNIX = """
+fd = libc.socket(1, 1, 0)  # AF_UNIX, SOCK_STREAM
+if fd < 0:
+    outcome(fd)
+else:
+    path = sys.argv[1].encode()
+    address = (1).to_bytes(2, "little") + path + bytes(108 - len(path))
+    result = libc.connect(fd, ctypes.create_string_buffer(address, 110), 110)
+    if result == 0:
+        libc.send(fd, b"FROM-SANDBOX", 12, 0)
+    outcome(result)
+"""
+
+
+@pytest.fixture
+def host_socket(tmp_path: Path) -> Iterator[tuple[str, queue.Queue[bytes]]]:
+    """A listening socket file outside every exposure, like a daemon's (docker, D-Bus)."""
+    path = tmp_path / "outside" / "daemon.sock"
+    path.parent.mkdir()
+    received: queue.Queue[bytes] = queue.Queue()
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(path))
+    server.listen(4)
+    server.settimeout(0.2)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                continue
+            with connection:
+                received.put(connection.recv(64))
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    yield str(path), received
+    done.set()
+    thread.join()
+    server.close()
+
+
+def test_cant_reach_a_host_socket_without_a_writable_exposure(
+    sb: Runner,
+    py: Runner,
+    project: Path,
+    provider: str,
+    host_socket: tuple[str, queue.Queue[bytes]],
+):
+    path, received = host_socket
+    (project / "probe.py").write_text(NATIVE + CONNECT_UNIX)
+    assert py("probe.py", path).stdout == "DONE\n"
+    assert received.get(timeout=10) == b"FROM-SANDBOX"
+    result = sb("probe.py", path)
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
+    with pytest.raises(queue.Empty):  # nothing more came
+        received.get(timeout=0.5)
+
+
+def test_socket_pairs_still_work_without_a_writable_exposure(
+    sb: Runner, project: Path, provider: str
+):
+    code = "import socket; a, b = socket.socketpair(); a.send(b'x'); print(b.recv(1))"
+    result = sb("-c", code)
+    assert result.stdout == "b'x'\n", result.stderr
+
+
+def test_bwrap_hides_host_sockets_even_with_a_writable_exposure(
+    sb: Runner, project: Path, host_socket: tuple[str, queue.Queue[bytes]]
+):
+    reason = unavailable_reason("bwrap")
+    if reason is not None:
+        pytest.skip(f"bwrap cannot run here: {reason}")
+    path, received = host_socket
+    (project / "data").mkdir()
+    rules = NATIVE_RULES + "expose-rw=./data\nos-sandbox=bwrap\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + CONNECT_UNIX)
+    result = sb("probe.py", path)
+    assert result.stdout == "REFUSED ENOENT\n", result.stderr
+    with pytest.raises(queue.Empty):
+        received.get(timeout=0.5)
+
+
+def test_the_report_says_where_host_sockets_stay_reachable(sb: Runner, project: Path):
+    (project / ".py-sandboxes").write_text("expose-rw=.\nos-sandbox=landlock\n")
+    report = json.loads(sb("--show-layers=json").stdout)
+    row = next(r for r in report["rules"] if r["rule"].startswith("AF_UNIX"))
+    assert row["kernel"] == ""
+    assert "native code may reach any socket file of the host" in row["note"]

@@ -93,7 +93,7 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
         # What Landlock does not mediate (the inherited terminal, the keyrings...).
         from pysandboxes._os.seccomp import add_to
 
-        layer = add_to(layer)
+        layer = add_to(layer, plan)
         return in_namespaces(spec.provider, plan, layer) if namespaced else layer
     finally:
         # The binding's ctypes must not stay imported: a cached module skips the import

@@ -25,6 +25,7 @@ MOUNT_VIEW = "mount-view"
 PROCESSES = "processes"
 TERMINAL_INPUT = "terminal-input"
 KERNEL_INTERFACES = "kernel-interfaces"
+UNIX_SOCKETS = "unix-sockets"
 
 
 @record
@@ -47,6 +48,10 @@ class ConfinementPlan:
         tcp_bind: TCP ports that may be bound; ``None`` when any port may be.
         scope_signals: refuse signals to processes outside the sandbox.
         scope_abstract_sockets: refuse connecting to abstract UNIX sockets made outside it.
+        unix_sockets: whether AF_UNIX sockets may be made at all. Landlock cannot judge
+            where one connects (any socket file of the host), so they are refused unless
+            the rules may need one: a read-write exposure (where a socket may live) or
+            programs to start (``multiprocessing`` talks through them).
     """
 
     read: tuple[str, ...] = ()
@@ -59,6 +64,7 @@ class ConfinementPlan:
     tcp_bind: tuple[int, ...] | None = ()
     scope_signals: bool = True
     scope_abstract_sockets: bool = True
+    unix_sockets: bool = True
 
 
 @record
@@ -91,7 +97,8 @@ def in_namespaces(provider: str, plan: ConfinementPlan, inner: AppliedLayer) -> 
     (Landlock applied inside them, or ``none`` with the reason)."""
     enforced = [*inner.enforced, PROCESSES, SIGNALS]  # a pid namespace of its own
     if provider == "bwrap":
-        enforced.append(MOUNT_VIEW)  # unexposed paths do not exist in the view
+        # Unexposed paths, socket files included, do not exist in the view.
+        enforced += [MOUNT_VIEW, UNIX_SOCKETS]
     if not plan.network:
         enforced.append(NO_NETWORK)
     done = set(enforced)

@@ -163,6 +163,7 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
             "" if host.seccomp else "native code reaches them",
         )
     )
+    rows.append(_unix_sockets_row(policy, host))
     rows.append(
         LayerRow(
             "-",
@@ -192,3 +193,19 @@ def _net_kernel(
     if host.ports and connect_ports is not None:
         return host.ports, "hosts and addresses are the Python layer's only"
     return NO, "any TCP port: hosts and ports are the Python layer's only"
+
+
+def _unix_sockets_row(policy: Policy, host: _Host) -> LayerRow:
+    from pysandboxes._os.seccomp import UNJUDGED_UNIX_SOCKETS
+    from pysandboxes._policy.confinement import may_use_unix_sockets
+
+    python = "connecting needs write access to the socket file" if host.python else NO
+    if not may_use_unix_sockets(policy) and host.seccomp:
+        kernel, note = "seccomp filter: no AF_UNIX socket is made (socketpair only)", ""
+    elif host.provider == "bwrap":
+        kernel, note = "bwrap mount view: only exposed socket files exist", ""
+    else:
+        kernel, note = NO, UNJUDGED_UNIX_SOCKETS if host.seccomp else "native code reaches them"
+    return LayerRow(
+        "-", "AF_UNIX sockets reach only the exposed socket files", python, kernel, note
+    )

@@ -23,10 +23,11 @@ import os
 import platform
 import struct
 
-from .plan import KERNEL_INTERFACES, TERMINAL_INPUT, AppliedLayer
+from .plan import KERNEL_INTERFACES, TERMINAL_INPUT, UNIX_SOCKETS, AppliedLayer, ConfinementPlan
 
 #: Offsets in ``struct seccomp_data``: nr, arch, instruction pointer, args[6].
-_NR, _ARCH, _ARG1_LOW = 0, 4, 24
+_NR, _ARCH, _ARG0_LOW, _ARG1_LOW = 0, 4, 16, 24
+_AF_UNIX = 1
 
 # Classic BPF opcodes (linux/filter.h).
 _LOAD_WORD = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -46,9 +47,12 @@ TERMINAL_INPUT_IOCTLS = (0x5412, 0x541C)  # TIOCSTI, TIOCLINUX
 class _Abi:
     """The audit architecture and the numbers of the refused calls on one ABI."""
 
-    def __init__(self, arch: int, ioctl: int, refused: dict[str, int], x32: bool) -> None:
+    def __init__(
+        self, arch: int, ioctl: int, socket: int, refused: dict[str, int], x32: bool
+    ) -> None:
         self.arch = arch
         self.ioctl = ioctl
+        self.socket = socket
         self.refused = refused
         self.x32 = x32
 
@@ -57,6 +61,7 @@ _ABIS = {
     "x86_64": _Abi(
         0xC000003E,
         16,
+        41,
         {
             "add_key": 248,
             "request_key": 249,
@@ -73,6 +78,7 @@ _ABIS = {
     "aarch64": _Abi(
         0xC00000B7,
         29,
+        198,
         {
             "add_key": 217,
             "request_key": 218,
@@ -101,10 +107,14 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def program(machine: str) -> bytes:
-    """The filter for ``machine`` as the kernel reads it: ``struct sock_filter[]``."""
+def program(machine: str, *, unix_sockets: bool = True) -> bytes:
+    """The filter for ``machine`` as the kernel reads it: ``struct sock_filter[]``.
+
+    ``unix_sockets``: whether ``socket(AF_UNIX, ...)`` may be called (``socketpair``
+    always may: its sockets are connected to each other only).
+    """
     abi = _ABIS[machine]
-    refuse, terminal = "refuse", "terminal"
+    refuse, terminal, socket = "refuse", "terminal", "socket"
     steps: list[tuple[object, ...]] = [
         ("load", _ARCH),
         ("unless", abi.arch, refuse),  # another ABI's numbers mean other calls
@@ -113,10 +123,16 @@ def program(machine: str) -> bytes:
     if abi.x32:
         steps.append(("at least", _X32_BIT, refuse))
     steps += [("equal", number, refuse) for number in sorted(abi.refused.values())]
-    steps += [("equal", abi.ioctl, terminal), ("return", _ALLOW)]
+    steps.append(("equal", abi.ioctl, terminal))
+    if not unix_sockets:
+        steps.append(("equal", abi.socket, socket))
+    steps.append(("return", _ALLOW))
     steps += [(terminal,), ("load", _ARG1_LOW)]  # the request: an int, its low word
     steps += [("equal", request, refuse) for request in TERMINAL_INPUT_IOCTLS]
-    steps += [("return", _ALLOW), (refuse,), ("return", _REFUSE)]
+    steps.append(("return", _ALLOW))
+    if not unix_sockets:
+        steps += [(socket,), ("load", _ARG0_LOW), ("equal", _AF_UNIX, refuse), ("return", _ALLOW)]
+    steps += [(refuse,), ("return", _REFUSE)]
     return _assemble(steps)
 
 
@@ -143,7 +159,7 @@ def _assemble(steps: list[tuple[object, ...]]) -> bytes:
     return b"".join(encoded)
 
 
-def apply() -> tuple[str, ...]:
+def apply(*, unix_sockets: bool = True) -> tuple[str, ...]:
     """Install the filter on this process and its future children; the calls refused.
 
     Raises:
@@ -152,7 +168,7 @@ def apply() -> tuple[str, ...]:
     import ctypes
 
     machine = platform.machine()
-    code = program(machine)
+    code = program(machine, unix_sockets=unix_sockets)
     count = len(code) // 8
     buffer = ctypes.create_string_buffer(code, len(code))
 
@@ -170,21 +186,31 @@ def apply() -> tuple[str, ...]:
         if prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(pointer), zero, zero):
             number = ctypes.get_errno()
             raise OSError(number, f"{what} failed: {os.strerror(number)}")
-    return REFUSED_CALLS
+    return REFUSED_CALLS if unix_sockets else (*REFUSED_CALLS, "socket(AF_UNIX)")
 
 
-def add_to(layer: AppliedLayer) -> AppliedLayer:
-    """Apply the filter under ``layer``; the layer, saying whether it could."""
+def add_to(layer: AppliedLayer, plan: ConfinementPlan) -> AppliedLayer:
+    """Apply the filter under ``layer``; the layer, saying what the filter enforces."""
     reason = unavailable_reason()
     if reason is None:
         try:
-            apply()
+            apply(unix_sockets=plan.unix_sockets)
         except OSError as exc:
             reason = f"the kernel refused the seccomp filter ({exc.strerror})"
     concerns = (TERMINAL_INPUT, KERNEL_INTERFACES)
     enforced, missing = layer.enforced, layer.missing
-    if reason is None:
+    if reason is not None:
+        missing += tuple((concern, reason) for concern in (*concerns, UNIX_SOCKETS))
+    elif plan.unix_sockets:
         enforced += concerns
+        missing += ((UNIX_SOCKETS, UNJUDGED_UNIX_SOCKETS),)
     else:
-        missing += tuple((concern, reason) for concern in concerns)
+        enforced += (*concerns, UNIX_SOCKETS)
     return AppliedLayer(layer.provider, layer.abi, enforced, missing, layer.skipped)
+
+
+#: Why AF_UNIX sockets are not the kernel's when the rules may need them.
+UNJUDGED_UNIX_SOCKETS = (
+    "Landlock does not judge where an AF_UNIX socket connects: native code may reach any "
+    "socket file of the host (os-sandbox=bwrap shows only the exposed ones)"
+)

@@ -88,6 +88,17 @@ def may_start_programs(policy: Policy) -> bool:
     return any(api.judge(name).allowed for name in CATEGORY_MEMBERS["process-exec"] - _NO_PROGRAM)
 
 
+def may_use_unix_sockets(policy: Policy) -> bool:
+    """Whether the rules may need AF_UNIX sockets: a read-write exposure (other than a
+    device) where a socket file may live, or processes to start (``multiprocessing``
+    talks to its manager through one). Otherwise none is made at all: the kernel cannot
+    judge where one connects, and connecting needs write access to the socket anyway."""
+    if any(rule.writable and not rule.path.startswith("/dev/") for rule in policy.expose):
+        return True
+    api = ApiJudge(policy)
+    return any(api.judge(name).allowed for name in CATEGORY_MEMBERS["process-exec"])
+
+
 def tcp_ports(rules: Iterable[NetRule], direction: str) -> tuple[int, ...] | None:
     """The TCP ports ALLOW rules open in ``direction`` (``OUT``: connect, ``IN``: bind);
     ``None`` when they open more than ``MAX_PORTS`` of them."""
@@ -145,6 +156,7 @@ def compile_plan(
         network=network,
         tcp_connect=tcp_ports(policy.net, "OUT") if network else (),
         tcp_bind=tcp_ports(policy.net, "IN") if network else (),
+        unix_sockets=may_use_unix_sockets(policy),
     )
 
 
