@@ -263,3 +263,26 @@ def test_the_report_says_where_host_sockets_stay_reachable(sb: Runner, project: 
     row = next(r for r in report["rules"] if r["rule"].startswith("AF_UNIX"))
     assert row["kernel"] == ""
     assert "native code may reach any socket file of the host" in row["note"]
+
+
+LISTEN_UNBOUND = """
+import _socket, socket
+s = socket.socket()
+try:
+    _socket.socket.listen(s, 1)  # the C method: no audit event, a port of the system's choice
+    print("LISTENING", s.getsockname()[1] > 0)
+except OSError as exc:
+    print("REFUSED", type(exc).__name__)
+"""
+
+
+def test_cant_listen_on_a_port_of_the_systems_choosing(
+    sb: Runner, py: Runner, project: Path, provider: str
+):
+    (project / ".py-sandboxes").write_text(
+        f"expose-ro=.\npython-import=*\nnet=ALLOW|tcp|127.0.0.1|80|OUT\nos-sandbox={provider}\n"
+    )
+    (project / "probe.py").write_text(LISTEN_UNBOUND)
+    assert py("probe.py").stdout == "LISTENING True\n"
+    result = sb("probe.py")
+    assert result.stdout == "REFUSED PermissionError\n", result.stderr

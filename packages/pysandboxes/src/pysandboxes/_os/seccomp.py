@@ -48,11 +48,10 @@ class _Abi:
     """The audit architecture and the numbers of the refused calls on one ABI."""
 
     def __init__(
-        self, arch: int, ioctl: int, socket: int, refused: dict[str, int], x32: bool
+        self, arch: int, calls: tuple[int, int, int], refused: dict[str, int], x32: bool
     ) -> None:
         self.arch = arch
-        self.ioctl = ioctl
-        self.socket = socket
+        self.ioctl, self.socket, self.listen = calls
         self.refused = refused
         self.x32 = x32
 
@@ -60,8 +59,7 @@ class _Abi:
 _ABIS = {
     "x86_64": _Abi(
         0xC000003E,
-        16,
-        41,
+        (16, 41, 50),  # ioctl, socket, listen
         {
             "add_key": 248,
             "request_key": 249,
@@ -77,8 +75,7 @@ _ABIS = {
     ),
     "aarch64": _Abi(
         0xC00000B7,
-        29,
-        198,
+        (29, 198, 201),
         {
             "add_key": 217,
             "request_key": 218,
@@ -107,11 +104,12 @@ def unavailable_reason() -> str | None:
     return None
 
 
-def program(machine: str, *, unix_sockets: bool = True) -> bytes:
+def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> bytes:
     """The filter for ``machine`` as the kernel reads it: ``struct sock_filter[]``.
 
     ``unix_sockets``: whether ``socket(AF_UNIX, ...)`` may be called (``socketpair``
-    always may: its sockets are connected to each other only).
+    always may: its sockets are connected to each other only). ``listen``: whether
+    ``listen`` may be called at all.
     """
     abi = _ABIS[machine]
     refuse, terminal, socket = "refuse", "terminal", "socket"
@@ -123,6 +121,8 @@ def program(machine: str, *, unix_sockets: bool = True) -> bytes:
     if abi.x32:
         steps.append(("at least", _X32_BIT, refuse))
     steps += [("equal", number, refuse) for number in sorted(abi.refused.values())]
+    if not listen:
+        steps.append(("equal", abi.listen, refuse))
     steps.append(("equal", abi.ioctl, terminal))
     if not unix_sockets:
         steps.append(("equal", abi.socket, socket))
@@ -159,7 +159,7 @@ def _assemble(steps: list[tuple[object, ...]]) -> bytes:
     return b"".join(encoded)
 
 
-def apply(*, unix_sockets: bool = True) -> tuple[str, ...]:
+def apply(*, unix_sockets: bool = True, listen: bool = True) -> tuple[str, ...]:
     """Install the filter on this process and its future children; the calls refused.
 
     Raises:
@@ -168,7 +168,7 @@ def apply(*, unix_sockets: bool = True) -> tuple[str, ...]:
     import ctypes
 
     machine = platform.machine()
-    code = program(machine, unix_sockets=unix_sockets)
+    code = program(machine, unix_sockets=unix_sockets, listen=listen)
     count = len(code) // 8
     buffer = ctypes.create_string_buffer(code, len(code))
 
@@ -186,7 +186,8 @@ def apply(*, unix_sockets: bool = True) -> tuple[str, ...]:
         if prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(pointer), zero, zero):
             number = ctypes.get_errno()
             raise OSError(number, f"{what} failed: {os.strerror(number)}")
-    return REFUSED_CALLS if unix_sockets else (*REFUSED_CALLS, "socket(AF_UNIX)")
+    refused = REFUSED_CALLS + (() if unix_sockets else ("socket(AF_UNIX)",))
+    return refused + (() if listen else ("listen",))
 
 
 def add_to(layer: AppliedLayer, plan: ConfinementPlan) -> AppliedLayer:
@@ -194,7 +195,7 @@ def add_to(layer: AppliedLayer, plan: ConfinementPlan) -> AppliedLayer:
     reason = unavailable_reason()
     if reason is None:
         try:
-            apply(unix_sockets=plan.unix_sockets)
+            apply(unix_sockets=plan.unix_sockets, listen=may_listen(plan))
         except OSError as exc:
             reason = f"the kernel refused the seccomp filter ({exc.strerror})"
     concerns = (TERMINAL_INPUT, KERNEL_INTERFACES)
@@ -207,6 +208,13 @@ def add_to(layer: AppliedLayer, plan: ConfinementPlan) -> AppliedLayer:
     else:
         enforced += (*concerns, UNIX_SOCKETS)
     return AppliedLayer(layer.provider, layer.abi, enforced, missing, layer.skipped)
+
+
+def may_listen(plan: ConfinementPlan) -> bool:
+    """Whether ``listen`` may be called: a socket listening without ``bind`` gets a port
+    of the system's choosing on every address, which no Landlock bind rule sees. Without
+    a TCP port to bind and without AF_UNIX sockets, nothing may listen at all."""
+    return plan.unix_sockets or plan.tcp_bind != ()
 
 
 #: Why AF_UNIX sockets are not the kernel's when the rules may need them.
