@@ -286,3 +286,56 @@ def test_cant_listen_on_a_port_of_the_systems_choosing(
     assert py("probe.py").stdout == "LISTENING True\n"
     result = sb("probe.py")
     assert result.stdout == "REFUSED PermissionError\n", result.stderr
+
+
+READ_SHARED_MEMORY = """
+libc.shmat.restype = ctypes.c_void_p
+address = libc.shmat(int(sys.argv[1]), None, 0o10000)  # SHM_RDONLY
+if address in (None, ctypes.c_void_p(-1).value):
+    outcome(-1)
+else:
+    outcome(0)
+    print(ctypes.string_at(address).decode())
+"""
+
+
+@pytest.fixture
+def host_segment() -> Iterator[tuple[int, str]]:
+    """A System V shared memory segment of another process, holding a secret."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    segment = libc.shmget(0, 4096, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600
+    if segment < 0:
+        pytest.skip(f"no System V shared memory here ({os.strerror(ctypes.get_errno())})")
+    secret = f"SHM-SECRET-{uuid.uuid4().hex[:8]}"
+    address = libc.shmat(segment, None, 0)
+    ctypes.memmove(address, secret.encode() + b"\0", len(secret) + 1)
+    yield segment, secret
+    libc.shmdt(ctypes.c_void_p(address))
+    libc.shmctl(segment, 0, None)  # IPC_RMID
+
+
+def test_cant_read_the_hosts_shared_memory(
+    sb: Runner, py: Runner, project: Path, provider: str, host_segment: tuple[int, str]
+):
+    segment, secret = host_segment
+    (project / "probe.py").write_text(NATIVE + READ_SHARED_MEMORY)
+    assert py("probe.py", str(segment)).stdout == f"DONE\n{secret}\n"
+    result = sb("probe.py", str(segment))
+    assert result.stdout.startswith("REFUSED"), result.stderr
+    assert secret not in result.stdout
+
+
+OTHER_FAMILIES = """
+for family, kind in ((16, 3), (40, 1), (17, 3)):  # AF_NETLINK, AF_VSOCK, AF_PACKET
+    outcome(libc.socket(family, kind, 0))
+"""
+
+
+def test_cant_make_sockets_no_rule_can_speak_of(
+    sb: Runner, py: Runner, project: Path, provider: str
+):
+    (project / "probe.py").write_text(NATIVE + OTHER_FAMILIES)
+    assert py("probe.py").stdout.splitlines()[0] == "DONE"  # netlink, at least, here
+    result = sb("probe.py")
+    assert result.stdout == "REFUSED EPERM\n" * 3, result.stderr

@@ -156,8 +156,8 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
     rows.append(
         LayerRow(
             "-",
-            "no typing into the terminal, no kernel keyring, io_uring, bpf, perf events or "
-            "userfaultfd",
+            "no typing into the terminal; no kernel keyring, System V IPC, netlink or vsock "
+            "socket, io_uring, bpf, perf events or userfaultfd",
             "refuses the terminal's ioctls" if host.python else NO,
             host.seccomp,
             "" if host.seccomp else "native code reaches them",

@@ -8,6 +8,12 @@ means, and Python programs have no use for them:
   checked when a device is opened; standard input was opened before the walls.
 - ``add_key``, ``keyctl``, ``request_key``: the kernel keyrings are reached by user id,
   not by path, and may hold the user's credentials.
+- System V IPC (``shmat``, ``msgsnd``, ``semop``...): the host's shared memory segments,
+  message queues and semaphores are reached by number, not by path.
+- ``socket()`` of any family but IPv4, IPv6 and (when the rules may need them) AF_UNIX:
+  netlink lists the host's connections and routes, vsock reaches a virtual machine's
+  host, and no ``net=`` rule can speak of either. The C library falls back when its
+  netlink query fails.
 - ``io_uring_*``, ``bpf``, ``perf_event_open``, ``userfaultfd``: large kernel interfaces,
   the usual first step of a kernel exploit, unused by Python programs.
 
@@ -27,7 +33,7 @@ from .plan import KERNEL_INTERFACES, TERMINAL_INPUT, UNIX_SOCKETS, AppliedLayer,
 
 #: Offsets in ``struct seccomp_data``: nr, arch, instruction pointer, args[6].
 _NR, _ARCH, _ARG0_LOW, _ARG1_LOW = 0, 4, 16, 24
-_AF_UNIX = 1
+_AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
 
 # Classic BPF opcodes (linux/filter.h).
 _LOAD_WORD = 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -70,6 +76,18 @@ _ABIS = {
             "io_uring_setup": 425,
             "io_uring_enter": 426,
             "io_uring_register": 427,
+            "shmget": 29,
+            "shmat": 30,
+            "shmctl": 31,
+            "semget": 64,
+            "semop": 65,
+            "semctl": 66,
+            "shmdt": 67,
+            "msgget": 68,
+            "msgsnd": 69,
+            "msgrcv": 70,
+            "msgctl": 71,
+            "semtimedop": 220,
         },
         x32=True,
     ),
@@ -86,6 +104,18 @@ _ABIS = {
             "io_uring_setup": 425,
             "io_uring_enter": 426,
             "io_uring_register": 427,
+            "msgget": 186,
+            "msgctl": 187,
+            "msgrcv": 188,
+            "msgsnd": 189,
+            "semget": 190,
+            "semctl": 191,
+            "semtimedop": 192,
+            "semop": 193,
+            "shmget": 194,
+            "shmctl": 195,
+            "shmat": 196,
+            "shmdt": 197,
         },
         x32=False,
     ),
@@ -108,11 +138,11 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
     """The filter for ``machine`` as the kernel reads it: ``struct sock_filter[]``.
 
     ``unix_sockets``: whether ``socket(AF_UNIX, ...)`` may be called (``socketpair``
-    always may: its sockets are connected to each other only). ``listen``: whether
-    ``listen`` may be called at all.
+    always may: its sockets are connected to each other only; IPv4 and IPv6 sockets
+    always may be made). ``listen``: whether ``listen`` may be called at all.
     """
     abi = _ABIS[machine]
-    refuse, terminal, socket = "refuse", "terminal", "socket"
+    refuse, allow, terminal, socket = "refuse", "allow", "terminal", "socket"
     steps: list[tuple[object, ...]] = [
         ("load", _ARCH),
         ("unless", abi.arch, refuse),  # another ABI's numbers mean other calls
@@ -123,16 +153,15 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
     steps += [("equal", number, refuse) for number in sorted(abi.refused.values())]
     if not listen:
         steps.append(("equal", abi.listen, refuse))
-    steps.append(("equal", abi.ioctl, terminal))
-    if not unix_sockets:
-        steps.append(("equal", abi.socket, socket))
+    steps += [("equal", abi.ioctl, terminal), ("equal", abi.socket, socket)]
     steps.append(("return", _ALLOW))
     steps += [(terminal,), ("load", _ARG1_LOW)]  # the request: an int, its low word
     steps += [("equal", request, refuse) for request in TERMINAL_INPUT_IOCTLS]
     steps.append(("return", _ALLOW))
-    if not unix_sockets:
-        steps += [(socket,), ("load", _ARG0_LOW), ("equal", _AF_UNIX, refuse), ("return", _ALLOW)]
-    steps += [(refuse,), ("return", _REFUSE)]
+    families = (_AF_INET, _AF_INET6, _AF_UNIX) if unix_sockets else (_AF_INET, _AF_INET6)
+    steps += [(socket,), ("load", _ARG0_LOW)]  # the family
+    steps += [("equal", family, allow) for family in families]
+    steps += [(refuse,), ("return", _REFUSE), (allow,), ("return", _ALLOW)]
     return _assemble(steps)
 
 
@@ -186,7 +215,8 @@ def apply(*, unix_sockets: bool = True, listen: bool = True) -> tuple[str, ...]:
         if prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(pointer), zero, zero):
             number = ctypes.get_errno()
             raise OSError(number, f"{what} failed: {os.strerror(number)}")
-    refused = REFUSED_CALLS + (() if unix_sockets else ("socket(AF_UNIX)",))
+    families = "AF_INET, AF_INET6, AF_UNIX" if unix_sockets else "AF_INET, AF_INET6"
+    refused = (*REFUSED_CALLS, f"socket() of a family but {families}")
     return refused + (() if listen else ("listen",))
 
 
