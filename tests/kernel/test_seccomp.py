@@ -339,3 +339,34 @@ def test_cant_make_sockets_no_rule_can_speak_of(
     assert py("probe.py").stdout.splitlines()[0] == "DONE"  # netlink, at least, here
     result = sb("probe.py")
     assert result.stdout == "REFUSED EPERM\n" * 3, result.stderr
+
+
+NEW_USER_NAMESPACE = """
+outcome(libc.unshare(0x10000000))  # CLONE_NEWUSER: every capability over a namespace
+"""
+
+
+def test_cant_make_a_user_namespace(sb: Runner, py: Runner, project: Path, provider: str):
+    (project / "probe.py").write_text(NATIVE + NEW_USER_NAMESPACE)
+    control = py("probe.py").stdout
+    if control != "DONE\n":
+        pytest.skip(f"this host refuses user namespaces already ({control.strip()})")
+    result = sb("probe.py")
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
+
+
+THREADS_AND_PROCESSES = """
+import subprocess, threading
+thread = threading.Thread(target=print, args=("THREAD",), kwargs={"flush": True})
+thread.start()
+thread.join()
+print(subprocess.run([sys.executable, "-c", "print('CHILD')"]).returncode)
+"""
+
+
+def test_threads_and_processes_still_start(sb: Runner, project: Path, provider: str):
+    rules = NATIVE_RULES + "python-api=ALLOW:process-exec\npython-api=ALLOW:threads\n"
+    (project / ".py-sandboxes").write_text(rules + f"os-sandbox={provider}\n")
+    (project / "probe.py").write_text(NATIVE + THREADS_AND_PROCESSES)
+    result = sb("probe.py")
+    assert result.stdout == "THREAD\nCHILD\n0\n", result.stderr

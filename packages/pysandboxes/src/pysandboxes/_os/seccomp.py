@@ -16,6 +16,10 @@ means, and Python programs have no use for them:
   netlink query fails.
 - ``io_uring_*``, ``bpf``, ``perf_event_open``, ``userfaultfd``: large kernel interfaces,
   the usual first step of a kernel exploit, unused by Python programs.
+- New namespaces (``unshare``, ``clone`` with a ``CLONE_NEW*`` flag): inside a user
+  namespace of its own a process holds every capability over it, which opens much of the
+  kernel to it. ``clone3`` passes its flags in memory, out of a filter's sight: it fails
+  with ``ENOSYS``, and the C library falls back to ``clone``.
 
 Each is refused with ``EPERM``. So is every system call of another ABI than the
 interpreter's (32-bit ``int 0x80``, x32), which the numbers below would not describe.
@@ -39,10 +43,14 @@ _AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
 _LOAD_WORD = 0x20  # BPF_LD | BPF_W | BPF_ABS
 _JUMP_EQUAL = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 _JUMP_AT_LEAST = 0x35  # BPF_JMP | BPF_JGE | BPF_K
+_JUMP_ANY_BIT = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 _RETURN = 0x06  # BPF_RET | BPF_K
 
 _ALLOW = 0x7FFF0000  # SECCOMP_RET_ALLOW
 _REFUSE = 0x00050000 | errno.EPERM  # SECCOMP_RET_ERRNO
+_ABSENT = 0x00050000 | errno.ENOSYS
+#: CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET.
+_NEW_NAMESPACES = 0x7E020000
 _X32_BIT = 0x40000000
 _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
@@ -54,10 +62,10 @@ class _Abi:
     """The audit architecture and the numbers of the refused calls on one ABI."""
 
     def __init__(
-        self, arch: int, calls: tuple[int, int, int], refused: dict[str, int], x32: bool
+        self, arch: int, calls: tuple[int, ...], refused: dict[str, int], x32: bool
     ) -> None:
         self.arch = arch
-        self.ioctl, self.socket, self.listen = calls
+        self.ioctl, self.socket, self.listen, self.clone, self.clone3 = calls
         self.refused = refused
         self.x32 = x32
 
@@ -65,7 +73,7 @@ class _Abi:
 _ABIS = {
     "x86_64": _Abi(
         0xC000003E,
-        (16, 41, 50),  # ioctl, socket, listen
+        (16, 41, 50, 56, 435),  # ioctl, socket, listen, clone, clone3
         {
             "add_key": 248,
             "request_key": 249,
@@ -76,6 +84,7 @@ _ABIS = {
             "io_uring_setup": 425,
             "io_uring_enter": 426,
             "io_uring_register": 427,
+            "unshare": 272,
             "shmget": 29,
             "shmat": 30,
             "shmctl": 31,
@@ -93,7 +102,7 @@ _ABIS = {
     ),
     "aarch64": _Abi(
         0xC00000B7,
-        (29, 198, 201),
+        (29, 198, 201, 220, 435),
         {
             "add_key": 217,
             "request_key": 218,
@@ -104,6 +113,7 @@ _ABIS = {
             "io_uring_setup": 425,
             "io_uring_enter": 426,
             "io_uring_register": 427,
+            "unshare": 97,
             "msgget": 186,
             "msgctl": 187,
             "msgrcv": 188,
@@ -142,7 +152,8 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
     always may be made). ``listen``: whether ``listen`` may be called at all.
     """
     abi = _ABIS[machine]
-    refuse, allow, terminal, socket = "refuse", "allow", "terminal", "socket"
+    refuse, allow, absent = "refuse", "allow", "absent"
+    terminal, socket, clone = "terminal", "socket", "clone"
     steps: list[tuple[object, ...]] = [
         ("load", _ARCH),
         ("unless", abi.arch, refuse),  # another ABI's numbers mean other calls
@@ -154,6 +165,9 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
     if not listen:
         steps.append(("equal", abi.listen, refuse))
     steps += [("equal", abi.ioctl, terminal), ("equal", abi.socket, socket)]
+    steps += [("equal", abi.clone, clone), ("equal", abi.clone3, absent)]
+    steps.append(("return", _ALLOW))
+    steps += [(clone,), ("load", _ARG0_LOW), ("any bit", _NEW_NAMESPACES, refuse)]
     steps.append(("return", _ALLOW))
     steps += [(terminal,), ("load", _ARG1_LOW)]  # the request: an int, its low word
     steps += [("equal", request, refuse) for request in TERMINAL_INPUT_IOCTLS]
@@ -162,6 +176,7 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
     steps += [(socket,), ("load", _ARG0_LOW)]  # the family
     steps += [("equal", family, allow) for family in families]
     steps += [(refuse,), ("return", _REFUSE), (allow,), ("return", _ALLOW)]
+    steps += [(absent,), ("return", _ABSENT)]
     return _assemble(steps)
 
 
@@ -183,6 +198,7 @@ def _assemble(steps: list[tuple[object, ...]]) -> bytes:
             "equal": (_JUMP_EQUAL, skip, 0),
             "unless": (_JUMP_EQUAL, 0, skip),
             "at least": (_JUMP_AT_LEAST, skip, 0),
+            "any bit": (_JUMP_ANY_BIT, skip, 0),
         }[str(kind)]
         encoded.append(struct.pack("=HBBI", code, true, false, value))
     return b"".join(encoded)
@@ -216,7 +232,7 @@ def apply(*, unix_sockets: bool = True, listen: bool = True) -> tuple[str, ...]:
             number = ctypes.get_errno()
             raise OSError(number, f"{what} failed: {os.strerror(number)}")
     families = "AF_INET, AF_INET6, AF_UNIX" if unix_sockets else "AF_INET, AF_INET6"
-    refused = (*REFUSED_CALLS, f"socket() of a family but {families}")
+    refused = (*REFUSED_CALLS, f"socket() of a family but {families}", "clone(CLONE_NEW*)")
     return refused + (() if listen else ("listen",))
 
 
