@@ -93,6 +93,9 @@ _NATIVE_MODULES = {
     "_ctypes": "ctypes reads and writes memory and calls C unseen",
     "_tkinter": "its Tcl interpreter runs programs, opens files and sockets unseen",
     "readline": "it reads and writes history and init files unseen",
+    # dbm.ndbm and dbm.gnu: dbm and shelve fall back to dbm.dumb, whose files are judged.
+    "_dbm": "it opens, creates and truncates database files unseen",
+    "_gdbm": "it opens, creates and truncates database files unseen",
 }
 
 #: Extension modules whose functions are replaced here: importing one again would hand
