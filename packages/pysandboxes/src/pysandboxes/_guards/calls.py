@@ -100,7 +100,7 @@ _NATIVE_MODULES = {
 
 #: Extension modules whose functions are replaced here: importing one again would hand
 #: out the originals.
-GUARDED_MODULES = frozenset({"_posixsubprocess", "_signal", "posix"})
+GUARDED_MODULES = frozenset({"_posixsubprocess", "_posixshmem", "_signal", "posix"})
 
 # fcntl commands and ioctl requests that make the kernel signal another process (SIGIO).
 _F_SETOWN, _F_SETOWN_EX = 8, 15
@@ -283,7 +283,14 @@ class CallGuard:
 EXTENSION_EVENT = "pysandboxes.extension"
 REFUSE_EVENT = "pysandboxes.refuse"
 _SEALED_EVENTS = frozenset(
-    {"subprocess.Popen", "signal.pidfd_send_signal", "os.setpriority", "os.sched_setaffinity"}
+    {
+        "subprocess.Popen",
+        "signal.pidfd_send_signal",
+        "os.setpriority",
+        "os.sched_setaffinity",
+        "os.sched_setscheduler",
+        "os.sched_setparam",
+    }
 )
 _SEALED_FILE = "<pysandboxes sealed call>"
 
@@ -322,6 +329,48 @@ def sched_setaffinity(pid, mask, /, *, _original=None):
         (pid := "@3"(pid)),
         "@0"("pysandboxes.refuse", "@2") if pid != 0 and pid != "@1"() else None,
     )[0](pid, mask)
+"""
+# The scheduling policy and its parameters (SCHED_IDLE starves a process as a niceness of
+# 19 does not): allowed on this process only, as setpriority is.
+_OWN_SCHEDULER_SOURCE = """
+def sched_setscheduler(pid, policy, param, /, *, _original=None):
+    return (
+        _original,
+        (_original := None),
+        (pid := "@3"(pid)),
+        "@0"("pysandboxes.refuse", "@2") if pid != 0 and pid != "@1"() else None,
+    )[0](pid, policy, param)
+"""
+_OWN_PARAM_SOURCE = """
+def sched_setparam(pid, param, /, *, _original=None):
+    return (
+        _original,
+        (_original := None),
+        (pid := "@3"(pid)),
+        "@0"("pysandboxes.refuse", "@2") if pid != 0 and pid != "@1"() else None,
+    )[0](pid, param)
+"""
+# POSIX shared memory: files of /dev/shm that _posixshmem opens, creates and removes in C,
+# judged by the file guard ("@1" is str.__add__, for the exact text C reads; "@2" is
+# operator.index). Imported before the walls, so that its copies are the only ones.
+_SHM_OPEN_SOURCE = """
+def shm_open(path, flags, *mode, _original=None, **named_mode):
+    return (
+        _original,
+        (_original := None),
+        (path := "@1"("", path)),
+        (flags := "@2"(flags)),
+        "@0"("pysandboxes.shm", "_posixshmem.shm_open", path, flags),
+    )[0](path, flags, *mode, **named_mode)
+"""
+_SHM_UNLINK_SOURCE = """
+def shm_unlink(path, *, _original=None):
+    return (
+        _original,
+        (_original := None),
+        (path := "@1"("", path)),
+        "@0"("pysandboxes.shm", "_posixshmem.shm_unlink", path, 0),
+    )[0](path)
 """
 # The spec is read once, as plain strings (a str subclass could lie), and C gets a fresh
 # spec holding only those: a spec of the program's could answer the guards and C apart.
@@ -368,6 +417,8 @@ def guard_unreported(guard: CallGuard, sealed_globals: dict[str, object]) -> Non
     for name, source in (
         ("setpriority", _OWN_PRIORITY_SOURCE),
         ("sched_setaffinity", _OWN_AFFINITY_SOURCE),
+        ("sched_setscheduler", _OWN_SCHEDULER_SOURCE),
+        ("sched_setparam", _OWN_PARAM_SOURCE),
     ):
         event = f"os.{name}"
         if hasattr(os, name) and not guard.family_allowed(event, (f"posix.{name}",)):
@@ -379,6 +430,22 @@ def guard_unreported(guard: CallGuard, sealed_globals: dict[str, object]) -> Non
             judged_call.__doc__ = original_call.__doc__
             for holder in (os, sys.modules["posix"]):
                 setattr(holder, name, judged_call)
+    try:
+        import _posixshmem  # type: ignore[import-not-found]
+    except ImportError:
+        pass
+    else:
+        for name, source in (("shm_open", _SHM_OPEN_SOURCE), ("shm_unlink", _SHM_UNLINK_SOURCE)):
+            original_shm = getattr(_posixshmem, name)
+            judged_shm = sealed_function(
+                source,
+                (sys.audit, str.__add__, operator.index),
+                sealed_globals,
+                _SEALED_FILE,
+                {"_original": original_shm},
+            )
+            judged_shm.__doc__ = original_shm.__doc__
+            setattr(_posixshmem, name, judged_shm)
     # Modules made from a spec (importlib.util.module_from_spec) reach C with no import
     # event: the import system calls _imp.create_dynamic or create_builtin, judged now
     # (a fresh posix would hand out the functions replaced above).

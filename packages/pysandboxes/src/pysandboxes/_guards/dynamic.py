@@ -181,6 +181,13 @@ class DynamicCodeGuard:
         self._zip_globals: dict[str, Any] | None = vars(zipimport) if zipimport else None
         self._zip_compile_source = zipimport._compile_source.__code__ if zipimport else None
         self._zip_get_module_code = zipimport._get_module_code.__code__ if zipimport else None
+        zipimporter: Any = zipimport.zipimporter if zipimport else None
+        self._zip_get_code = zipimporter.get_code.__code__ if zipimporter else None
+        # get_filename compiles too (3.11, 3.12), and returns only the file's name.
+        self._zip_get_filename = zipimporter.get_filename.__code__ if zipimporter else None
+        self._exec_module = external._LoaderBasics.exec_module.__code__
+        runpy: Any = sys.modules.get("runpy")
+        self._runpy_details = runpy._get_module_details.__code__ if runpy else None
         self._interactive: frozenset[str] = _INTERACTIVE if interactive else frozenset[str]()
 
     @property
@@ -310,10 +317,19 @@ class DynamicCodeGuard:
             return False
         if frame.f_globals is self._zip_globals:
             back = frame.f_back
+            getter = back.f_back if back is not None else None
             return (
                 frame.f_code is self._zip_compile_source
                 and back is not None
                 and back.f_code is self._zip_get_module_code
+                and getter is not None
+                and (
+                    getter.f_code is self._zip_get_filename
+                    or (
+                        getter.f_code is self._zip_get_code
+                        and self._run_by_import_system(getter.f_back)
+                    )
+                )
             )
         if frame.f_globals is self._bootstrap_globals:
             frame = frame.f_back  # _call_with_frames_removed, as source_to_code calls it
@@ -323,6 +339,8 @@ class DynamicCodeGuard:
             return False
         frame = frame.f_back
         if frame is None or frame.f_code is not self._source_get_code:
+            return False
+        if not self._run_by_import_system(frame.f_back):
             return False
         names = frame.f_locals
         loader: object = names.get("self")
@@ -360,7 +378,9 @@ class DynamicCodeGuard:
                 if frame is None:
                     return False
                 code = frame.f_code
-                if code is self._source_get_code or code is self._sourceless_get_code:
+                if (
+                    code is self._source_get_code or code is self._sourceless_get_code
+                ) and self._run_by_import_system(frame.f_back):
                     break
                 return False
             frame = frame.f_back
@@ -384,6 +404,25 @@ class DynamicCodeGuard:
             return False
         folder = source.rpartition("/")[0] + "/__pycache__/"  # type: ignore[union-attr]
         return cached.startswith(folder)  # type: ignore[union-attr]
+
+    def _run_by_import_system(self, frame: FrameType | None) -> bool:
+        """Whether ``frame``, the caller of a loader's ``get_code``, is the import system
+        about to run the code as a module: a loader's ``exec_module`` (the file loaders'
+        and ``zipimport``'s, whose ``exec`` the import guard judges as an import) or
+        ``runpy`` finding a module by name; an installed package, whose own compiling
+        is ambient anyway.
+        A program calling ``get_code`` (or ``zipimporter.load_module``) itself gets the
+        code of a file it may have written, to run as it likes: that is its compile."""
+        if frame is None:
+            return False
+        if frame.f_globals is self._external_globals:
+            return frame.f_code is self._exec_module
+        code = frame.f_code
+        if self._runpy_details is not None and code is self._runpy_details:
+            return True
+        # An installed package's own use of a loader, as its compiling is (security.md).
+        filename = code.co_filename
+        return filename.startswith(self._third_party) and _normpath(filename) == filename
 
     @property
     def _loaders_intact(self) -> bool:
