@@ -5,9 +5,12 @@ converted its arguments, so it sees what the system call will use. It dispatches
 the guards know to their handlers; a handler raises to refuse.
 
 The hook is sealed, because a refusal's traceback hands the program the hook's frame:
-its function is built with no globals it reads and no closure, the dispatcher being a
-constant of its code object, and it clears the traceback and context of what it raises.
-So that frame shows the program only the event and its arguments.
+its function is built with no globals it reads and no closure, and it clears the
+traceback and context of what it raises. The dispatcher is a keyword-only default of the
+function, moved onto the evaluation stack and its local cleared before it is called: a
+frame's code (``f_code.co_consts``, which the standard library may read for tracebacks)
+and its locals (``f_locals``, never audited) then show the program only the event and
+its arguments.
 """
 
 from __future__ import annotations
@@ -22,13 +25,16 @@ if TYPE_CHECKING:
 
     Handler = Callable[[tuple[Any, ...]], None]
 
-# "@0" and "@1" are placeholders, replaced in the code object by the dispatcher and by
-# BaseException: a constant cannot be rebound through the frame's globals or builtins.
+# "@0" is a placeholder, replaced in the code object by BaseException: a constant cannot
+# be rebound through the frame's globals or builtins. The dispatcher is never a constant
+# (code objects reach the program: the standard library reads a traceback's f_code, and
+# so does whatever it calls with getattr): it is the default of ``_dispatch``, taken onto
+# the stack and the local set to None before the call, so f_locals does not show it.
 _SEALED_SOURCE = """
-def hook(event, args):
+def hook(event, args, *, _dispatch=None):
     try:
-        "@0"(event, args)
-    except "@1" as refusal:
+        (_dispatch, (_dispatch := None))[0](event, args)
+    except "@0" as refusal:
         refusal.__context__ = None
         refusal.__cause__ = None
         raise refusal.with_traceback(None)
@@ -90,15 +96,27 @@ def seal(
     dispatch: Callable[[str, tuple[Any, ...]], None], globals_: dict[str, object]
 ) -> FunctionType:
     """Build the sealed hook around ``dispatch`` (see the module docstring)."""
-    return sealed_function(_SEALED_SOURCE, (dispatch, BaseException), globals_, HOOK_FILENAME)
+    return sealed_function(
+        _SEALED_SOURCE, (BaseException,), globals_, HOOK_FILENAME, {"_dispatch": dispatch}
+    )
 
 
 def sealed_function(
-    source: str, objects: tuple[object, ...], globals_: dict[str, object], filename: str
+    source: str,
+    objects: tuple[object, ...],
+    globals_: dict[str, object],
+    filename: str,
+    hidden: dict[str, object] | None = None,
 ) -> FunctionType:
     """The one function ``source`` defines, its string constants ``"@0"``, ``"@1"``...
-    replaced by ``objects``: no closure, and globals the integrity guard watches, so what
-    it calls is out of the program's reach (reading ``__code__`` of it is refused)."""
+    replaced by ``objects``: no closure, and globals the integrity guard watches (reading
+    ``__code__`` or ``__kwdefaults__`` of it is refused).
+
+    Constants are for harmless objects only: the code of a frame reaches the program (the
+    standard library reads ``f_code`` of a traceback's frames). What must stay out of
+    reach goes in ``hidden``, the keyword-only defaults, which the source takes onto the
+    stack and clears (``(_x, (_x := None))[0](...)``) before anything can fail or run
+    code of the program, so that the frame's locals never show it."""
     import warnings
 
     with warnings.catch_warnings():
@@ -109,7 +127,10 @@ def sealed_function(
     consts = tuple(
         placeholders[c] if (type(c) is str and c in placeholders) else c for c in code.co_consts
     )
-    return FunctionType(code.replace(co_consts=consts), globals_, code.co_name)
+    made = FunctionType(code.replace(co_consts=consts), globals_, code.co_name)
+    if hidden:
+        made.__kwdefaults__ = dict(hidden)
+    return made
 
 
 def _chain(first: Handler, second: Handler) -> Handler:

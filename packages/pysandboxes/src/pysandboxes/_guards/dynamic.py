@@ -11,12 +11,17 @@ count as the program.
 from __future__ import annotations
 
 import os
+import re
 import sys
+from _io import open as _open
 
 from pysandboxes._enforce import call_refusal
 
 from .audit import current_frame
 from .values import plain_bytes, plain_str
+
+# Bound now: a program may replace what the os.path module holds.
+_normpath = os.path.normpath
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -28,24 +33,66 @@ if TYPE_CHECKING:
     from pysandboxes._policy.judge import ApiJudge
 
 _DYNAMIC = ("builtins.compile", "builtins.eval", "builtins.exec")
-#: Standard-library packages that compile code they generate themselves (namedtuple,
-#: dataclasses, the import system...): their compiling is the interpreter's, not the
-#: program's. Everything else of the standard library that compiles source it is given
-#: (timeit, doctest, pdb, cProfile, code...) only does what the program asks, and is
-#: judged as the program.
-_GENERATING = frozenset(
-    {
-        "ast",  # ast.parse only parses: running the tree needs a compile() of the program
-        "collections",
-        "dataclasses",
-        "enum",
-        "functools",
-        "string",
-        "unittest",
-        "rlcompleter",
-        "site",  # the import lines of .pth files in the site directories
-    }
+#: The standard library's own code generation: (module, function) -> a check of the
+#: source that function compiles. Only the function that makes the code counts, never its
+#: module as a whole: a module's other functions call what the program hands them
+#: (``functools.singledispatch(exec)``, ``ast.NodeVisitor.visit``), and C functions have
+#: no frame, so ``exec`` called by them looks called by their Python caller. The checks
+#: hold whatever the program did to the module's globals (``collections._sys``,
+#: ``rlcompleter.re``, ``site.io``): the source must be of the shape the function makes.
+#: Everything else of the standard library that compiles source it is given (timeit,
+#: doctest, pdb, cProfile, code...) only does what the program asks, and is judged as the
+#: program.
+_NAMEDTUPLE = re.compile(r"lambda _cls, [\w, ]*: _tuple_new\(_cls, \([\w, ]*\)\)")
+_MOCK_SIGNATURE = re.compile(
+    r"(async )?def \w+\(\*args, \*\*kwargs\):\n    _checksig_\(\*args, \*\*kwargs\)\n"
+    r"    return (await )?mock\(\*args, \*\*kwargs\)"
 )
+_DOTTED_NAME = re.compile(r"\w+(\.\w+)*")
+
+
+def _text(source: object) -> str | None:
+    """The source a ``compile`` event carries, as a plain ``str`` (``None`` if it is
+    not text: an AST or a code object)."""
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source).decode("utf-8", "replace")
+    if isinstance(source, str):
+        return str.__add__("", source)
+    return None
+
+
+def _fullmatch(pattern: re.Pattern[str]) -> Callable[[object, FrameType], bool]:
+    def check(source: object, frame: FrameType) -> bool:
+        text = _text(source)
+        return text is not None and pattern.fullmatch(text) is not None
+
+    return check
+
+
+def _starts(prefix: str) -> Callable[[object, FrameType], bool]:
+    def check(source: object, frame: FrameType) -> bool:
+        text = _text(source)
+        return text is not None and text.startswith(prefix)
+
+    return check
+
+
+def _parse_only(source: object, frame: FrameType) -> bool:
+    return True  # ast.parse asks for a tree: running it needs a compile() of the program
+
+
+_GENERATING: dict[tuple[str, str], Callable[[object, FrameType], bool]] = {
+    ("ast", "parse"): _parse_only,
+    ("collections", "namedtuple"): _fullmatch(_NAMEDTUPLE),
+    # Field names are pasted into the code (docs/security.md lists it).
+    ("dataclasses", "_create_fn"): _starts("def __create_fn__("),
+    ("dataclasses", "add_fns_to_class"): _starts("def __create_fn__("),
+    ("unittest", "_set_signature"): _fullmatch(_MOCK_SIGNATURE),
+    ("unittest", "_set_async_signature"): _fullmatch(_MOCK_SIGNATURE),
+    ("rlcompleter", "attr_matches"): _fullmatch(_DOTTED_NAME),
+}
+
+
 #: The import system: it compiles module files, never strings (``<frozen importlib...>``
 #: and these): ambient only when the file named is a real one.
 _IMPORTING = frozenset({"importlib", "runpy", "zipimport", "pkgutil"})
@@ -53,6 +100,9 @@ _IMPORTING = frozenset({"importlib", "runpy", "zipimport", "pkgutil"})
 _ANNOTATIONS = frozenset({"typing", "inspect"})
 #: Compiling interactive input: ambient only in an interactive session.
 _INTERACTIVE = frozenset({"code", "codeop"})
+#: The import lines of .pth files (site.addpackage): ambient when the line is one of a
+#: .pth file of the interpreter's own trees, read again here.
+_PTH = ("site", "addpackage")
 _NOT_IN_TYPE_EXPRESSIONS = frozenset("():;=@{}\\\n!%&*+<>^~")
 
 
@@ -129,9 +179,14 @@ class DynamicCodeGuard:
         self._zip_globals: dict[str, Any] | None = vars(zipimport) if zipimport else None
         self._zip_compile_source = zipimport._compile_source.__code__ if zipimport else None
         self._zip_get_module_code = zipimport._get_module_code.__code__ if zipimport else None
-        self._generating: frozenset[str] = _GENERATING | (
-            _INTERACTIVE if interactive else frozenset[str]()
-        )
+        zipimporter: Any = zipimport.zipimporter if zipimport else None
+        self._zip_get_code = zipimporter.get_code.__code__ if zipimporter else None
+        # get_filename compiles too (3.11, 3.12), and returns only the file's name.
+        self._zip_get_filename = zipimporter.get_filename.__code__ if zipimporter else None
+        self._exec_module = external._LoaderBasics.exec_module.__code__
+        runpy: Any = sys.modules.get("runpy")
+        self._runpy_details = runpy._get_module_details.__code__ if runpy else None
+        self._interactive: frozenset[str] = _INTERACTIVE if interactive else frozenset[str]()
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -149,14 +204,14 @@ class DynamicCodeGuard:
             handlers["marshal.load"] = self._marshal
         return handlers
 
-    def _caller_file(self) -> str:
+    def _caller(self) -> FrameType | None:
         # The guards' own frames are recognised by their globals, never by reading their
         # code (which the integrity guard watches).
         frame: FrameType | None = current_frame()
         own = self._own
         while frame is not None and id(frame.f_globals) in own:
             frame = frame.f_back
-        return frame.f_code.co_filename if frame is not None else ""
+        return frame
 
     def _user_code(
         self, source: object = None, compiled: object = None, *, any_stdlib: bool = False
@@ -166,10 +221,12 @@ class DynamicCodeGuard:
         ``source`` and ``compiled`` are the ``compile`` event's arguments: the text and
         the file name it is compiled as.
         """
-        filename = self._caller_file()
-        if not filename:
+        frame = self._caller()
+        if frame is None:
             return False  # C code: the interpreter itself (the interactive prompt)
-        if filename.startswith("/") and os.path.normpath(filename) != filename:
+        code = frame.f_code
+        filename = code.co_filename
+        if filename.startswith("/") and _normpath(filename) != filename:
             return True  # "<library>/../elsewhere" claims a place it is not in
         if filename.startswith(self._third_party):
             return False  # an installed package (see docs/security.md)
@@ -185,7 +242,32 @@ class DynamicCodeGuard:
             return not self._genuine_compile(compiled)
         if module in _ANNOTATIONS:
             return not looks_like_a_type(source)
-        return module not in self._generating
+        if module in self._interactive:
+            return False
+        check = _GENERATING.get((module, code.co_name))
+        if check is not None:
+            return not check(source, frame)
+        if (module, code.co_name) == _PTH:
+            return not self._installed_pth_line(source, frame)
+        return True
+
+    def _installed_pth_line(self, source: object, frame: FrameType) -> bool:
+        """Whether ``source`` is a line of the .pth file ``site.addpackage`` is reading,
+        and that file one of the interpreter's trees: the file is read again here, since
+        the program may have changed what ``site`` reads it with."""
+        text = _text(source)
+        fullname = frame.f_locals.get("fullname")
+        if text is None or type(fullname) is not str:
+            return False
+        path = _normpath(fullname)
+        if not path.startswith(self._roots):
+            return False
+        try:
+            with _open(path, "rb") as pth:
+                lines = pth.read().decode("utf-8", "replace").splitlines()
+        except OSError:
+            return False
+        return text.rstrip("\r\n") in lines
 
     def _compile(self, args: tuple[Any, ...]) -> None:
         source = args[0] if args else None
@@ -211,7 +293,7 @@ class DynamicCodeGuard:
         name = _file_name(filename)
         if name is None or not name.startswith("/"):
             return
-        if os.path.normpath(name).startswith(self._roots):
+        if _normpath(name).startswith(self._roots):
             self._enforcer.refuse_call(
                 "builtins.compile",
                 "dynamic-code",
@@ -235,10 +317,19 @@ class DynamicCodeGuard:
             return False
         if frame.f_globals is self._zip_globals:
             back = frame.f_back
+            getter = back.f_back if back is not None else None
             return (
                 frame.f_code is self._zip_compile_source
                 and back is not None
                 and back.f_code is self._zip_get_module_code
+                and getter is not None
+                and (
+                    getter.f_code is self._zip_get_filename
+                    or (
+                        getter.f_code is self._zip_get_code
+                        and self._run_by_import_system(getter.f_back)
+                    )
+                )
             )
         if frame.f_globals is self._bootstrap_globals:
             frame = frame.f_back  # _call_with_frames_removed, as source_to_code calls it
@@ -248,6 +339,8 @@ class DynamicCodeGuard:
             return False
         frame = frame.f_back
         if frame is None or frame.f_code is not self._source_get_code:
+            return False
+        if not self._run_by_import_system(frame.f_back):
             return False
         names = frame.f_locals
         loader: object = names.get("self")
@@ -285,7 +378,9 @@ class DynamicCodeGuard:
                 if frame is None:
                     return False
                 code = frame.f_code
-                if code is self._source_get_code or code is self._sourceless_get_code:
+                if (
+                    code is self._source_get_code or code is self._sourceless_get_code
+                ) and self._run_by_import_system(frame.f_back):
                     break
                 return False
             frame = frame.f_back
@@ -309,6 +404,25 @@ class DynamicCodeGuard:
             return False
         folder = source.rpartition("/")[0] + "/__pycache__/"  # type: ignore[union-attr]
         return cached.startswith(folder)  # type: ignore[union-attr]
+
+    def _run_by_import_system(self, frame: FrameType | None) -> bool:
+        """Whether ``frame``, the caller of a loader's ``get_code``, is the import system
+        about to run the code as a module: a loader's ``exec_module`` (the file loaders'
+        and ``zipimport``'s, whose ``exec`` the import guard judges as an import) or
+        ``runpy`` finding a module by name; an installed package, whose own compiling
+        is ambient anyway.
+        A program calling ``get_code`` (or ``zipimporter.load_module``) itself gets the
+        code of a file it may have written, to run as it likes: that is its compile."""
+        if frame is None:
+            return False
+        if frame.f_globals is self._external_globals:
+            return frame.f_code is self._exec_module
+        code = frame.f_code
+        if self._runpy_details is not None and code is self._runpy_details:
+            return True
+        # An installed package's own use of a loader, as its compiling is (security.md).
+        filename = code.co_filename
+        return filename.startswith(self._third_party) and _normpath(filename) == filename
 
     @property
     def _loaders_intact(self) -> bool:

@@ -94,6 +94,9 @@ class FileGuard:
             "pysandboxes.create": lambda a: self._path(a[1], _CREATE, a[0], a[2], follow=False),
             "pysandboxes.listing": self._listing_event,
             "pysandboxes.opened": self._opened_event,
+            # Raised by the judged copies of _posixshmem's functions (calls.py), which
+            # CPython does not report: POSIX shared memory is a file of /dev/shm.
+            "pysandboxes.shm": self._shm_event,
         }
 
     @property
@@ -152,8 +155,9 @@ class FileGuard:
             verdict.allowed
             and access.modifies
             and not is_pinned(named)
-            # shutil's events are advisory; sockets and sqlite open in C, with no pinned form
-            and not api.startswith(("socket.", "shutil.", "sqlite3."))
+            # shutil's events are advisory; sockets, sqlite and shared memory open in C,
+            # with no pinned form
+            and not api.startswith(("socket.", "shutil.", "sqlite3.", "_posixshmem."))
             and self.judge.writable_directory(real.rpartition("/")[0] or "/")
         ):
             # In a writable directory a swap can redirect an unpinned change after this
@@ -349,6 +353,23 @@ class FileGuard:
             self.check(location, access, "sqlite3.connect")
             return
         self.check(database, _WRITE, "sqlite3.connect")
+
+    def _shm_event(self, args: tuple[Any, ...]) -> None:
+        # (api, name, flags), exact values made by the judged copies. glibc names the
+        # file /dev/shm/<name without its leading slashes> (and refuses any other "/").
+        if len(args) != 3 or type(args[1]) is not str or type(args[2]) is not int:
+            return
+        api, name, flags = args
+        path = "/dev/shm/" + name.lstrip("/")
+        if api == "_posixshmem.shm_unlink":
+            access = _DELETE
+        elif flags & os.O_CREAT:
+            access = _CREATE
+        elif flags & _WRITE_FLAGS:
+            access = _WRITE
+        else:
+            access = _READ
+        self.check(path, access, api, follow=False)
 
     def _unix(self, args: tuple[Any, ...], api: str) -> None:
         address = args[1] if len(args) > 1 else None

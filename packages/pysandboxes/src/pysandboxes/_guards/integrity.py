@@ -67,8 +67,8 @@ class IntegrityGuard:
         # lend its id to a dict of the program.
         self._kept = (tuple(own_globals), tuple(own_classes), tuple(readers))
         # The judged copies of unreported functions run under these globals. C code they
-        # call may look at their frames (namedtuple does), but not at their code, whose
-        # constants hold the originals.
+        # call may look at their frames (namedtuple does), but not at their code (it
+        # holds no original any more: defence in depth).
         self._sealed = sealed_globals
         self._own = frozenset(id(g) for g in self._kept[0])
         self._classes = frozenset(id(c) for c in self._kept[1])

@@ -17,6 +17,7 @@ import _socket
 from _socket import socket as _raw_socket
 
 from pysandboxes._enforce import Connection
+from pysandboxes._policy import netaddr  # bound now: hidden with the guards' modules
 
 from .values import plain_int, plain_str
 
@@ -167,8 +168,6 @@ class NetworkGuard:
             self._passed.add(key)
 
     def _addresses(self, host: str, port: int, family: int) -> list[str]:
-        from pysandboxes._policy import netaddr
-
         if host in self._numeric or netaddr.parse_address(host) is not None:
             self._remember(host)
             return [host]
@@ -185,8 +184,6 @@ class NetworkGuard:
         host = _text(name)
         if host is None or not self._only_pinned or host in self._numeric:
             return
-        from pysandboxes._policy import netaddr
-
         if netaddr.parse_address(host) is not None:
             self._remember(host)
             return

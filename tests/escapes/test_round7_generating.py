@@ -1,0 +1,78 @@
+"""Round seven, dynamic code: the standard library's code generation, lent to the program.
+
+``exec`` is a C function: called by a Python function of the standard library, it looks
+called by that library. The dynamic-code guard let whole modules compile (``functools``,
+``ast``, ``site``...), so any of their functions that calls what it is handed ran the
+program's string: ``functools.singledispatch(exec)``, a ``NodeVisitor`` whose
+``visit_str`` is ``exec``, and ``site.addsitedir`` of a directory holding a ``.pth``
+file the program wrote. Now only the functions that generate code count, and only for
+source of the shape they generate (a ``.pth`` line only when the file is the
+interpreter's own). Each probe prints RAN when its string runs; plain python shows it.
+
+The rules say ``os-sandbox=subprocess``: the Python layer alone is under test.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from escapelab import Lab
+
+RULES = ("expose-ro=./data", "expose-rw=./out", "os-sandbox=subprocess")
+
+PROBES = {
+    "singledispatch": """
+        import functools
+        functools.singledispatch(exec)("print('RAN')")
+    """,
+    "node_visitor": """
+        import ast
+        visitor = ast.NodeVisitor()
+        visitor.visit_str = exec
+        visitor.visit("print('RAN')")
+    """,
+    "pth_file": """
+        import site, tempfile
+        folder = tempfile.mkdtemp()
+        with open(folder + '/mine.pth', 'w') as pth:
+            pth.write("import sys; print('RAN')\\n")
+        site.addsitedir(folder)
+    """,
+}
+
+
+@pytest.mark.parametrize("probe", sorted(PROBES))
+def test_cant_run_a_string_through_a_generating_module(lab: Lab, probe: str) -> None:
+    lab.rules(*RULES)
+    code = lab.probe(textwrap.dedent(PROBES[probe]) + "print('DONE')\n")
+    assert "RAN" in lab.control(code).stdout
+    result = lab.run_sandboxed(code)
+    output = result.stdout + result.stderr
+    assert "RAN" not in result.stdout, output
+    assert "RuleApiPermissionError" in output, output
+
+
+def test_generated_code_still_works(lab: Lab) -> None:
+    lab.rules(*RULES)
+    code = lab.probe(
+        """
+        import collections, dataclasses, rlcompleter
+        from unittest import mock
+        Point = collections.namedtuple('Point', 'x y', defaults=[0])
+        @dataclasses.dataclass
+        class Item:
+            name: str
+            count: int = 0
+        def f(a, b=2):
+            return a
+        mocked = mock.create_autospec(f)
+        mocked(1)
+        completer = rlcompleter.Completer({'sys': sys})
+        print('DONE', Point(1), Item('a'), completer.complete('sys.versio', 0))
+        """
+    )
+    result = lab.run_sandboxed(code)
+    assert "DONE Point(x=1, y=0) Item(name='a', count=0) sys.version" in result.stdout, (
+        result.stdout + result.stderr
+    )
