@@ -61,7 +61,7 @@ def test_a_listed_or_created_in_directory_is_granted(tmp_path: Path) -> None:
 def test_paths_are_written_as_what_they_are(tmp_path: Path) -> None:
     context = _context(tmp_path, home="/home/ann")
     assert display_path(str(tmp_path / "d" / "f"), context) == "./d/f"
-    assert display_path("/opt/venv/lib/x", context) == "${VIRTUAL_ENV}/lib/x"
+    assert display_path("/opt/venv/lib/x", context) == "${VIRTUAL_ENV:-/opt/venv}/lib/x"
     assert display_path("/home/ann/notes.txt", context) == "~/notes.txt"
     assert display_path("/srv/data", context) == "/srv/data"
 
@@ -140,7 +140,7 @@ def test_paths_under_a_variable_are_granted_with_it(tmp_path: Path) -> None:
         frozenset(),
     )
     events = [Event("file", str(venv / "lib" / "data.bin"), "read")]
-    assert _lines(events, context) == ["expose-ro=${VIRTUAL_ENV}/lib/data.bin"]
+    assert _lines(events, context) == [f"expose-ro=${{VIRTUAL_ENV:-{venv}}}/lib/data.bin"]
 
 
 def test_names_a_rule_line_cannot_hold_are_not_granted(tmp_path: Path) -> None:

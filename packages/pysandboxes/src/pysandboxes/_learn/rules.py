@@ -60,6 +60,15 @@ _VERBS = {
     "list": "listed by",
 }
 _UNSAFE_PATH = re.compile(r"[\x00-\x1f\x7f#$\"'\\]|(^|/)\s|\s($|/)")
+
+
+def _unsafe_path(path: str) -> bool:
+    """Whether a rule line cannot hold ``path`` as it reads: a comment or reference
+    character, spaces a parser strips, or any character that is not printable (a line
+    separator would make the writer refuse every rule; a bidi control shows another name)."""
+    return _UNSAFE_PATH.search(path) is not None or not path.isprintable()
+
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _QUALNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -116,8 +125,10 @@ def display_path(path: str, context: Context) -> str:
         return "./" + path[len(base) + 1 :]
     for name, value in context.variables:
         value = value.rstrip("/")
-        if value and (path == value or path.startswith(value + "/")):
-            return "${" + name + "}" + path[len(value) :]
+        if value and (path == value or path.startswith(value + "/")) and "}" not in value:
+            # With the value as default: an unset variable must not leave "/..." behind
+            # ("${VIRTUAL_ENV}/bin" would grant /bin on a run without the venv).
+            return "${" + name + ":-" + value + "}" + path[len(value) :]
     home = context.home.rstrip("/")
     if home and (path == home or path.startswith(home + "/")):
         return "~" + path[len(home) :]
@@ -152,10 +163,10 @@ class _Out:
         if line in self._lines:
             return
         self._lines.add(line)
-        self.rules.append(
-            LearnedRule(block, line, f"learned: {note} {where or '?'}", group or None)
-        )
-        self.rows.append((family, line, where or "?"))
+        # ``where`` comes from the program (even forged): a short, printable note only.
+        where = "".join(c if c.isprintable() else "?" for c in where[:200]) or "?"
+        self.rules.append(LearnedRule(block, line, f"learned: {note} {where}", group or None))
+        self.rows.append((family, line, where))
 
 
 def _env(out: _Out, events: Sequence[Event], context: Context) -> None:
@@ -167,6 +178,10 @@ def _env(out: _Out, events: Sequence[Event], context: Context) -> None:
 
 def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
     sensitive = sensitive_directories(context)
+    # A directory holding a rule file is never granted writable: the kernel layer cannot
+    # keep one file of a writable directory read-only, so a shell the program may start
+    # would rewrite the rules of the next run.
+    holders = {a for f in context.rule_files for a in _ancestors(os.path.realpath(f))}
     grants: dict[str, tuple[bool, Event]] = {}  # path -> (writable, first event)
     looked: list[str] = []  # directories only looked at: no rule, they lead nowhere new
 
@@ -203,17 +218,23 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
                 out.skipped.append(f"{path}: listed, but a sensitive directory is never granted")
             elif is_dir:
                 grant(path, False, event)
-        elif event.access == "create" and is_dir and path not in sensitive:
+        elif path in sensitive or (is_dir and path in holders):
+            # mkdir of an existing ~ or rmdir of /etc: neither it nor its parent is granted.
+            out.skipped.append(f"{path}: {event.access} of a sensitive directory: not granted")
+        elif event.access == "create" and is_dir:
             grant(path, True, event)  # a directory the program made: the place it writes
         else:  # create or delete: the directory's entries change
             parent = os.path.dirname(path)
-            if parent not in sensitive and os.path.isdir(parent):
+            closed = parent in sensitive or parent in holders
+            if not closed and os.path.isdir(parent):
                 grant(parent, True, event)
             elif exists:
                 grant(path, True, event)
-                out.skipped.append(f"{parent}: sensitive, only {path} is granted")
+                why = "holds a rule file" if parent in holders else "sensitive"
+                out.skipped.append(f"{parent}: {why}, only {path} is granted")
             else:
-                out.skipped.append(f"{path}: {event.access} in sensitive {parent}: not granted")
+                why = "a directory holding a rule file" if parent in holders else "sensitive"
+                out.skipped.append(f"{path}: {event.access} in {why} {parent}: not granted")
     granted_below = {ancestor for p in grants for ancestor in _ancestors(p)} | set(grants)
     for path in dict.fromkeys(looked):
         if path not in granted_below:
@@ -231,7 +252,7 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
                 continue
             writable = False  # a system file may still be read, as the program did
         shown = display_path(path, context)
-        if _UNSAFE_PATH.search(path):
+        if _unsafe_path(path):
             out.skipped.append(f"{path!r}: a name a rule line cannot hold safely: not granted")
             continue
         key = "expose-rw" if writable else "expose-ro"
@@ -288,7 +309,9 @@ def _learnable_host(name: str) -> bool:
     from pysandboxes._policy.netaddr import parse_network
     from pysandboxes._policy.netrules import is_host_name
 
-    return parse_network(name) is not None or is_host_name(name)
+    # One address or one name: a network ("127.0.0.1/0" is every IPv4 address) is
+    # nothing a program connects to, only what a forged event would ask for.
+    return "/" not in name and (parse_network(name) is not None or is_host_name(name))
 
 
 def import_group(module: str) -> str:

@@ -180,7 +180,7 @@ def _conclude(plan: Plan, chunks: list[bytes]) -> None:
         notes.append("check the file, then learn again; the rules learned are below")
         _summary(learned, notes, shown)
         for rule in learned.rules:
-            print(rule.line, file=sys.stderr)
+            print(_printable(rule.line), file=sys.stderr)
         return
     try:
         backup = _write(plan.output, learned)
@@ -188,7 +188,7 @@ def _conclude(plan: Plan, chunks: list[bytes]) -> None:
         notes.append(f"the rules could not be written to {shown}: {exc}")
         _summary(learned, notes, shown)
         for rule in learned.rules:
-            print(rule.line, file=sys.stderr)  # nothing is lost: the rules are shown
+            print(_printable(rule.line), file=sys.stderr)  # nothing is lost: the rules are shown
         return
     if not existed:
         notes.append(f"{shown} written from the template, with the rules learned")

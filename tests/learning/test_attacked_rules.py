@@ -1,0 +1,187 @@
+"""What a hostile (or merely unusual) program cannot make learning write.
+
+Each test is an attack of the seventh round: an event, forged or real, that used to give
+a rule wider than what the program visibly did, or that kept every rule from being
+written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from learnlab import granted
+
+from pysandboxes._learn import places
+from pysandboxes._learn.rules import Context, learn
+from pysandboxes._policy.parser import parse_policy
+from pysandboxes._policy.writer import write_rule_file
+from pysandboxes._rpc.codec import Event
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
+    from conftest import Runner
+
+
+def _context(
+    project: Path, home: str = "/root", variables: tuple[tuple[str, str], ...] = ()
+) -> Context:
+    return Context(
+        str(project),
+        str(project),
+        home,
+        variables,
+        frozenset(),
+        frozenset({str(project / ".py-sandboxes")}),
+    )
+
+
+def _lines(events: list[Event], context: Context) -> list[str]:
+    return [rule.line for rule in learn(events, context).rules]
+
+
+def test_a_forged_network_is_never_learned(tmp_path: Path) -> None:
+    # "127.0.0.1/0" reads as loopback and is every IPv4 address; "::ffff:.../96" too.
+    events = [
+        Event("net", "127.0.0.1/0", "OUT", "tcp", 443),
+        Event("net", "::ffff:127.0.0.1/96", "OUT", "tcp", 443),
+        Event("net", "10.0.0.0/8", "IN", "tcp", 80),
+        Event("net", "127.0.0.1", "OUT", "tcp", 443),
+    ]
+    assert _lines(events, _context(tmp_path)) == ["net=ALLOW|tcp|127.0.0.1|443|OUT"]
+
+
+def test_making_or_removing_a_sensitive_directory_grants_nothing(tmp_path: Path) -> None:
+    # os.makedirs(HOME, exist_ok=True) or a failed rmdir used to grant ~ (or /etc) whole.
+    home = tmp_path / "home"
+    project = home / "project"
+    project.mkdir(parents=True)
+    events = [
+        Event("file", str(home), "create"),
+        Event("file", "/etc", "delete"),
+        Event("file", str(tmp_path), "delete"),  # a parent of the working directory
+    ]
+    learned = learn(events, _context(project, home=str(home)))
+    assert learned.rules == ()
+    assert any("create of a sensitive directory" in note for note in learned.skipped)
+
+
+def test_the_rule_files_directory_is_never_writable(tmp_path: Path) -> None:
+    # With expose-rw=. a shell the program starts rewrites .py-sandboxes for the next run:
+    # the kernel layer cannot keep one file of a writable directory read-only.
+    (tmp_path / "out.txt").write_text("result")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "r.txt").write_text("r")
+    events = [
+        Event("file", str(tmp_path / "out.txt"), "create"),
+        Event("file", str(tmp_path / "gone.tmp"), "create"),  # made, then removed
+        Event("file", str(tmp_path), "create"),  # forged: the project itself
+        Event("file", str(tmp_path / "sub" / "r.txt"), "create"),
+    ]
+    learned = learn(events, _context(tmp_path))
+    assert [rule.line for rule in learned.rules] == ["expose-rw=./out.txt", "expose-rw=./sub"]
+    assert any("holds a rule file, only" in note for note in learned.skipped)
+
+
+def test_a_script_in_a_home_does_not_make_its_hidden_entries_a_project(tmp_path: Path) -> None:
+    # ~/backup.py: the rule file goes to ~, which is no reason to learn ~/.bashrc.
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    for name in (".bashrc", ".profile", ".ssh/authorized_keys", "notes.txt"):
+        (home / name).write_text("")
+    events = [
+        Event("file", str(home / ".bashrc"), "write"),
+        Event("file", str(home / ".ssh" / "authorized_keys"), "write"),
+        Event("file", str(home / ".profile"), "create"),
+        Event("file", str(home / "notes.txt"), "write"),
+    ]
+    assert _lines(events, _context(home, home=str(home))) == ["expose-rw=./notes.txt"]
+
+
+def test_a_project_at_the_root_does_not_own_the_system(tmp_path: Path) -> None:
+    # /app.py in a container: the rule file goes to /, whose "./etc/..." is still /etc.
+    context = Context("/", str(tmp_path), "/root", (), frozenset(), frozenset({"/.py-sandboxes"}))
+    events = [Event("file", "/etc/hostname", "write"), Event("file", "/usr/lib", "list")]
+    assert _lines(events, context) == ["expose-ro=./etc/hostname"]
+
+
+@pytest.fixture
+def homes_in(tmp_path: Path) -> Iterator[Path]:
+    """A directory of homes standing in for /home, each user's home an entry of it."""
+    parent = tmp_path / "homes"
+    (parent / "bob" / ".ssh").mkdir(parents=True)
+    (parent / "bob" / ".bashrc").write_text("")
+    saved = places.HOME_PARENTS
+    places.HOME_PARENTS = (str(parent),)
+    places._homes.cache_clear()  # pyright: ignore[reportPrivateUsage]
+    yield parent
+    places.HOME_PARENTS = saved
+    places._homes.cache_clear()  # pyright: ignore[reportPrivateUsage]
+
+
+def test_every_users_home_is_sensitive(tmp_path: Path, homes_in: Path) -> None:
+    # Learning as root, HOME=/root: /home/bob used to be a plain directory.
+    bob = homes_in / "bob"
+    project = tmp_path / "project"
+    project.mkdir()
+    events = [
+        Event("file", str(bob / ".bashrc"), "write"),
+        Event("file", str(bob / ".bash_aliases"), "create"),
+        Event("file", str(bob / ".ssh" / "authorized_keys"), "create"),
+        Event("file", str(bob / "new.txt"), "create"),
+    ]
+    assert _lines(events, _context(project)) == []
+
+
+def test_a_variable_path_never_falls_back_to_the_root(tmp_path: Path) -> None:
+    # ${VIRTUAL_ENV}/bin expanded to /bin (/usr/bin) on a run without the venv.
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    project = tmp_path / "project"
+    project.mkdir()
+    context = _context(project, variables=(("VIRTUAL_ENV", str(venv)),))
+    lines = _lines([Event("file", str(venv / "bin" / "tool"), "create")], context)
+    assert lines == [f"expose-rw=${{VIRTUAL_ENV:-{venv}}}/bin"]
+    rule_file = project / ".py-sandboxes"
+    rule_file.write_text(lines[0] + "\n")
+    for env in ({}, {"VIRTUAL_ENV": str(venv)}):
+        policy = parse_policy(str(rule_file), cwd=str(project), env=env)
+        assert [rule.path for rule in policy.expose] == [str(venv / "bin")]
+
+
+def test_an_unprintable_name_is_left_out_and_the_rest_written(tmp_path: Path) -> None:
+    # A line separator used to make the writer refuse every rule; a bidi control shows
+    # another name than the one granted.
+    names = ["a\u2028b.txt", "a\x85b.txt", "\u202etxt.atad", "x\u00a0y.txt", "good.txt"]
+    for name in names:
+        (tmp_path / name).write_text("")
+    events = [Event("file", str(tmp_path / n), "read", where="app.py:1\u202e") for n in names]
+    learned = learn(events, _context(tmp_path))
+    rule_file = tmp_path / ".py-sandboxes"
+    from datetime import datetime
+
+    write_rule_file(rule_file, learned.rules, now=datetime(2026, 1, 1))
+    assert granted(rule_file) == ["expose-ro=./good.txt"]
+    assert "learned: read by app.py:1?" in rule_file.read_text()
+    assert all(text.isprintable() for text in rule_file.read_text().splitlines())
+
+
+def test_forged_events_on_the_pipe_get_no_network(sb: Runner, project: Path) -> None:
+    # The program writes its own events on the pipe it inherited: they are only requests.
+    (project / "app.py").write_text(
+        "import json, os, sys\n"
+        "fd = next(fd for fd in range(3, 64) if os.path.exists(f'/proc/self/fd/{fd}')"
+        " and os.readlink(f'/proc/self/fd/{fd}').startswith('pipe:'))\n"
+        "for name in ('127.0.0.1/0', '0.0.0.0/0'):\n"
+        "    event = {'f': 'net', 'n': name, 'a': 'OUT', 'p': 'tcp', 'port': 443, 'w': 'x'}\n"
+        "    os.write(fd, json.dumps(event).encode() + b'\\n')\n"
+        f"os.write(fd, json.dumps({{'f': 'file', 'n': {str(project)!r}, 'a': 'create',"
+        " 'w': 'x'}).encode() + b'\\n')\n"
+    )
+    result = sb("app.py")
+    assert result.returncode == 0, result.stderr
+    rules = granted(project / ".py-sandboxes")
+    assert not [rule for rule in rules if rule.startswith(("net=", "expose-rw"))], rules
+    assert os.path.exists(project / ".py-sandboxes")
