@@ -143,7 +143,11 @@ def conclude(plan: Plan, chunks: list[bytes]) -> None:
     try:
         _conclude(plan, chunks)
     except Exception as exc:  # a bug here must not cost the program's exit status
-        print(f"python-sb: the learned rules could not be written: {exc!r}", file=sys.stderr)
+        # The failure may come after the file was written (the summary): say both.
+        print(
+            f"python-sb: learning failed ({exc!r}): {plan.output} may hold new rules, review it",
+            file=sys.stderr,
+        )
 
 
 def _conclude(plan: Plan, chunks: list[bytes]) -> None:
