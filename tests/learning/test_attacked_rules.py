@@ -185,3 +185,44 @@ def test_forged_events_on_the_pipe_get_no_network(sb: Runner, project: Path) -> 
     rules = granted(project / ".py-sandboxes")
     assert not [rule for rule in rules if rule.startswith(("net=", "expose-rw"))], rules
     assert os.path.exists(project / ".py-sandboxes")
+
+
+def test_nothing_is_learned_for_writing_in_the_interpreters_trees(tmp_path: Path) -> None:
+    # expose-rw=<site-packages>: a .pth file written there ran in the next python-sb
+    # itself, outside every sandbox. A venv inside the project is no exception.
+    project = tmp_path / "project"
+    site = project / ".venv" / "lib" / "python3" / "site-packages"
+    (site / "pkg").mkdir(parents=True)
+    (site / "pkg" / "mod.py").write_text("")
+    (project / ".venv" / "bin").mkdir()
+    (project / "out").mkdir()
+    context = Context(
+        str(project),
+        str(project),
+        "/root",
+        (),
+        frozenset(),
+        frozenset({str(project / ".py-sandboxes")}),
+        frozenset({str(project / ".venv"), str(site)}),
+    )
+    events = [
+        Event("file", str(site / "evil.pth"), "create"),
+        Event("file", str(site / "pkg" / "mod.py"), "write"),
+        Event("file", str(site / "pkg" / "mod.py"), "read"),
+        Event("file", str(project / ".venv" / "bin" / "json.py"), "create"),
+        Event("file", str(project / "out" / "r.txt"), "create"),
+    ]
+    assert _lines(events, context) == ["expose-rw=./out"]
+    read = [Event("file", str(site / "pkg" / "mod.py"), "read")]
+    assert _lines(read, context) == ["expose-ro=./.venv/lib/python3/site-packages/pkg/mod.py"]
+
+
+def test_the_waiter_knows_the_interpreters_trees() -> None:
+    import site
+    import sys
+
+    from pysandboxes._learn.session import _code_roots  # pyright: ignore[reportPrivateUsage]
+
+    roots = _code_roots()
+    assert os.path.realpath(sys.prefix) in roots
+    assert all(os.path.realpath(p) in roots for p in site.getsitepackages() if os.path.isdir(p))

@@ -73,12 +73,15 @@ def sensitive_directories(context: Context) -> frozenset[str]:
 
 
 def system_tree(path: str, context: Context) -> bool:
-    """Whether ``path`` lies in the system's trees or a home's hidden entries, where no
-    directory is granted and nothing is granted for writing: a learned line there would
+    """Whether ``path`` lies in the system's trees, the interpreter's trees (see
+    ``Context.code_roots``) or a home's hidden entries, where no directory is granted and
+    nothing is granted for writing: a learned line there would
     hand every later run the machine (cron jobs, shell start-up files, keys). The project
     itself (the rule file's directory) is never one, wherever it lives, unless it is such
     a place itself: a script in ``~`` or ``/`` does not make ``~/.bashrc`` its own."""
     project = os.path.realpath(context.rule_dir)
+    if code_place(path, project, context):
+        return True
     inside = path == project or path.startswith(project.rstrip("/") + "/")
     if inside and not _system_place(project, context):
         return False
@@ -87,6 +90,17 @@ def system_tree(path: str, context: Context) -> bool:
             if path == real or path.startswith(real + "/"):
                 return True
     return home_hidden(path, context)
+
+
+def code_place(path: str, project: str, context: Context) -> bool:
+    """Whether ``path`` lies in one of the interpreter's trees (a venv in the project
+    too), unless the project itself lives in that tree."""
+    for root in context.code_roots:
+        if project == root or project.startswith(root.rstrip("/") + "/"):
+            continue
+        if path == root or path.startswith(root.rstrip("/") + "/"):
+            return True
+    return False
 
 
 def _system_place(directory: str, context: Context) -> bool:

@@ -86,6 +86,10 @@ class Context:
         variables: ``(name, value)`` of the variables paths may be written with.
         host_names: the names of the host's variables (never their values).
         rule_files: the rule files of the run, never granted.
+        code_roots: the interpreter's trees (its prefixes, standard library,
+            site-packages, the launcher's import path): code there runs outside the
+            sandbox (a ``.pth`` file runs in the next ``python-sb`` itself), so nothing
+            there is learned for writing.
     """
 
     rule_dir: str
@@ -94,6 +98,7 @@ class Context:
     variables: tuple[tuple[str, str], ...]
     host_names: frozenset[str]
     rule_files: frozenset[str]
+    code_roots: frozenset[str] = frozenset()
 
 
 @record
@@ -245,8 +250,9 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
             continue
         if system_tree(path, context) and (writable or os.path.isdir(path)):
             out.skipped.append(
-                f"{path}: {'writing' if writable else 'a directory'} in the system's trees or "
-                "a home's hidden entries is never learned: add the rule yourself if you mean it"
+                f"{path}: {'writing' if writable else 'a directory'} in the system's or the "
+                "interpreter's trees or a home's hidden entries is never learned: add the "
+                "rule yourself if you mean it"
             )
             if os.path.isdir(path) or home_hidden(path, context):
                 continue

@@ -164,6 +164,7 @@ def _conclude(plan: Plan, chunks: list[bytes]) -> None:
         plan.variables,
         frozenset(plan.host_names),
         frozenset(plan.rule_files) | {plan.output},
+        _code_roots(),
     )
     learned = learn(events, context)
     if os.path.basename(plan.output) != "pyproject.toml":
@@ -204,6 +205,14 @@ def _conclude(plan: Plan, chunks: list[bytes]) -> None:
     else:
         notes.append(f"nothing new to learn; {shown} is unchanged")
     _summary(learned, notes, shown)
+
+
+def _code_roots() -> frozenset[str]:
+    """The interpreter's trees, as the launcher's ``sys.path`` (already in ours) has them."""
+    from pysandboxes._view import interpreter_roots
+
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    return frozenset({*interpreter_roots(), *(os.path.realpath(p) for p in prefixes if p)})
 
 
 def _read(path: str) -> str:
