@@ -100,6 +100,10 @@ def test_imports_are_told_apart() -> None:
     assert import_group("json") == "Standard Python"
     assert import_group("telnetlib") == "⚠ Deprecated Python module"
     assert import_group("tomlkit") == "External modules (Are you sure about the origin?)"
+    assert import_group("_json") == "Standard Python"
+    # A leading underscore does not make a module standard (it listed a planted _helpers,
+    # or setuptools' _distutils_hack, under "Standard Python").
+    assert import_group("_helpers") == "External modules (Are you sure about the origin?)"
 
 
 def test_calls_by_function_never_by_a_whole_category(tmp_path: Path) -> None:

@@ -326,7 +326,7 @@ def import_group(module: str) -> str:
         return GROUPS[0]
     if module in DEPRECATED_MODULES:
         return GROUPS[2]
-    if module in sys.stdlib_module_names or module.startswith("_"):
+    if module in sys.stdlib_module_names:  # "_x" is not standard for its underscore
         return GROUPS[1]
     return GROUPS[3]
 
