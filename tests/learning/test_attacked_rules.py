@@ -226,3 +226,16 @@ def test_the_waiter_knows_the_interpreters_trees() -> None:
     roots = _code_roots()
     assert os.path.realpath(sys.prefix) in roots
     assert all(os.path.realpath(p) in roots for p in site.getsitepackages() if os.path.isdir(p))
+
+
+def test_a_project_in_a_hidden_directory_still_writes_in_itself(tmp_path: Path) -> None:
+    # ~/.local/share/app is a project like any other; ~/.config is not one.
+    home = tmp_path / "home"
+    app = home / ".local" / "share" / "app"
+    (app / "out").mkdir(parents=True)
+    (home / ".config" / "autostart").mkdir(parents=True)
+    events = [Event("file", str(app / "out" / "r.txt"), "create")]
+    assert _lines(events, _context(app, home=str(home))) == ["expose-rw=./out"]
+    config = home / ".config"
+    events = [Event("file", str(config / "autostart" / "x.desktop"), "create")]
+    assert _lines(events, _context(config, home=str(home))) == []

@@ -104,12 +104,12 @@ def code_place(path: str, project: str, context: Context) -> bool:
 
 
 def _system_place(directory: str, context: Context) -> bool:
-    """Whether ``directory`` is a home, a directory of the system or one of its trees'
-    roots, or a home's hidden entry: never a project of its own."""
-    places = {*_SYSTEM_DIRECTORIES, *_SYSTEM_TREES, *homes(context)}
-    return directory in places | {os.path.realpath(p) for p in places} or home_hidden(
-        directory, context
-    )
+    """Whether ``directory`` is a home, a home's secret directory (``~/.config``...), a
+    directory of the system or one of its trees' roots: never a project of its own."""
+    places = {*_SYSTEM_DIRECTORIES, *_SYSTEM_TREES}
+    for home in homes(context):
+        places |= {home, *(f"{home}/{d}" for d in _SECRET_HOME_DIRECTORIES)}
+    return directory in places | {os.path.realpath(p) for p in places}
 
 
 def home_hidden(path: str, context: Context) -> bool:
