@@ -82,7 +82,7 @@ def test_the_rule_files_directory_is_never_writable(tmp_path: Path) -> None:
     ]
     learned = learn(events, _context(tmp_path))
     assert [rule.line for rule in learned.rules] == ["expose-rw=./out.txt", "expose-rw=./sub"]
-    assert any("holds a rule file, only" in note for note in learned.skipped)
+    assert any("a rule file is read there, only" in note for note in learned.skipped)
 
 
 def test_a_script_in_a_home_does_not_make_its_hidden_entries_a_project(tmp_path: Path) -> None:
@@ -239,3 +239,21 @@ def test_a_project_in_a_hidden_directory_still_writes_in_itself(tmp_path: Path) 
     config = home / ".config"
     events = [Event("file", str(config / "autostart" / "x.desktop"), "create")]
     assert _lines(events, _context(config, home=str(home))) == []
+
+
+def test_where_the_search_looks_is_never_learned_writable(sb: Runner, project: Path) -> None:
+    # Rules in the cwd, the program in ./scripts: the search looks in ./scripts first, so
+    # expose-rw=./scripts let a shell plant ./scripts/.py-sandboxes for the next run.
+    (project / ".py-sandboxes").write_text("python-import=os\n")
+    (project / "scripts").mkdir()
+    (project / "scripts" / "app.py").write_text(
+        "import os\n"
+        "here = os.path.dirname(os.path.abspath(__file__))\n"
+        "open(os.path.join(here, 'cache.txt'), 'w').write('x')\n"
+    )
+    result = sb("--learn", "scripts/app.py")
+    assert result.returncode == 0, result.stderr
+    assert granted(project / ".py-sandboxes") == [
+        "python-import=os",
+        "expose-rw=./scripts/cache.txt",
+    ]

@@ -319,7 +319,7 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
         from pysandboxes._learn.session import plan_argument
 
         os.set_inheritable(learning.read_fd, True)
-        argv.append(plan_argument(learning.plan(cwd, os.environ, spec.policy)))
+        argv.append(plan_argument(learning.plan(cwd, os.environ, spec.policy, spec.protected)))
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     try:
@@ -334,5 +334,5 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     collector = Collector(learning.read_fd)
     status = wait(pid, relay)
     end_leftovers()
-    conclude(learning.plan(cwd, os.environ, spec.policy), collector.finish())
+    conclude(learning.plan(cwd, os.environ, spec.policy, spec.protected), collector.finish())
     return finish(status, tempdir)

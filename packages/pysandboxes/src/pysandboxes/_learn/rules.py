@@ -235,7 +235,7 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
                 grant(parent, True, event)
             elif exists:
                 grant(path, True, event)
-                why = "holds a rule file" if parent in holders else "sensitive"
+                why = "a rule file is read there" if parent in holders else "sensitive"
                 out.skipped.append(f"{parent}: {why}, only {path} is granted")
             else:
                 why = "a directory holding a rule file" if parent in holders else "sensitive"
