@@ -257,3 +257,16 @@ def test_where_the_search_looks_is_never_learned_writable(sb: Runner, project: P
         "python-import=os",
         "expose-rw=./scripts/cache.txt",
     ]
+
+
+def test_a_working_directory_searched_after_the_rule_file_stays_writable(
+    sb: Runner, project: Path, tmp_path: Path
+) -> None:
+    # The rule file next to the program is found first: one planted in the cwd is never
+    # read, so the cwd the program writes in is learned as before.
+    program = tmp_path / "prog"
+    program.mkdir()
+    (program / "app.py").write_text("open('out.txt', 'w').write('x')\n")
+    result = sb(str(program / "app.py"))
+    assert result.returncode == 0, result.stderr
+    assert granted(program / ".py-sandboxes") == [f"expose-rw={project}"]

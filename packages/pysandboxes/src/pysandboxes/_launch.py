@@ -119,9 +119,13 @@ def build_spec(
         child_env["TERM"] = env["TERM"]
     rule_path = found.path or found.default
     protected = list(policy.rule_files)
-    # Every place the search looks at: a file planted there, even under a name given to
-    # --pysandboxes-config (the judge knows only .py-sandboxes), would rule the next run.
-    protected += [p for p in found.searched if os.path.basename(p) != "pyproject.toml"]
+    # The places the search looks at before the rule file: a file planted there, even
+    # under a name given to --pysandboxes-config (the judge knows only .py-sandboxes),
+    # would rule the next run.
+    searched = list(found.searched)
+    if rule_path in searched:
+        searched = searched[: searched.index(rule_path) + 1]
+    protected += [p for p in searched if os.path.basename(p) != "pyproject.toml"]
     if policy.learn is not None:
         protected.append(policy.learn.value)
     if output is not None:
