@@ -75,10 +75,10 @@ def sensitive_directories(context: Context) -> frozenset[str]:
 def system_tree(path: str, context: Context) -> bool:
     """Whether ``path`` lies in the system's trees, the interpreter's trees (see
     ``Context.code_roots``) or a home's hidden entries, where no directory is granted and
-    nothing is granted for writing: a learned line there would
-    hand every later run the machine (cron jobs, shell start-up files, keys). The project
-    itself (the rule file's directory) is never one, wherever it lives, unless it is such
-    a place itself: a script in ``~`` or ``/`` does not make ``~/.bashrc`` its own."""
+    nothing is granted for writing: a learned line there would hand every later run the
+    machine (cron jobs, shell start-up files, keys, a ``.pth`` file). The project itself
+    (the rule file's directory) is never one, wherever it lives, unless it is such a
+    place itself: a script in ``~`` or ``/`` does not make ``~/.bashrc`` its own."""
     project = os.path.realpath(context.rule_dir)
     if code_place(path, project, context):
         return True
