@@ -270,3 +270,19 @@ def test_a_working_directory_searched_after_the_rule_file_stays_writable(
     result = sb(str(program / "app.py"))
     assert result.returncode == 0, result.stderr
     assert granted(program / ".py-sandboxes") == [f"expose-rw={project}"]
+
+
+def test_nothing_is_learned_for_writing_in_the_commands_path(
+    sb: Runner, project: Path, tmp_path: Path
+) -> None:
+    # expose-rw=~/bin: a command dropped there runs as the user, outside any sandbox.
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    (project / "app.py").write_text(
+        "import os\nopen(os.path.expanduser('~/bin/helper'), 'w').write('#!/bin/sh')\n"
+    )
+    env = {"HOME": str(home), "PATH": f"{home / 'bin'}:{os.environ.get('PATH', '/usr/bin')}"}
+    result = sb("app.py", env=env)
+    assert result.returncode == 0, result.stderr
+    assert not [r for r in granted(project / ".py-sandboxes") if r.startswith("expose-rw")]
+    assert "the PATH or a home's hidden entries is never learned" in result.stderr

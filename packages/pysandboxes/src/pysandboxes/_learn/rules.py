@@ -87,9 +87,10 @@ class Context:
         host_names: the names of the host's variables (never their values).
         rule_files: the rule files of the run, never granted.
         code_roots: the interpreter's trees (its prefixes, standard library,
-            site-packages, the launcher's import path): code there runs outside the
-            sandbox (a ``.pth`` file runs in the next ``python-sb`` itself), so nothing
-            there is learned for writing.
+            site-packages, the launcher's import path) and the directories of ``PATH``:
+            code there runs outside the sandbox (a ``.pth`` file runs in the next
+            ``python-sb`` itself, a command in ``~/bin`` in the user's shell), so
+            nothing there is learned for writing.
     """
 
     rule_dir: str
@@ -251,8 +252,8 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
         if system_tree(path, context) and (writable or os.path.isdir(path)):
             out.skipped.append(
                 f"{path}: {'writing' if writable else 'a directory'} in the system's or the "
-                "interpreter's trees or a home's hidden entries is never learned: add the "
-                "rule yourself if you mean it"
+                "interpreter's trees, the PATH or a home's hidden entries is never learned: "
+                "add the rule yourself if you mean it"
             )
             if os.path.isdir(path) or home_hidden(path, context):
                 continue
