@@ -286,3 +286,21 @@ def test_nothing_is_learned_for_writing_in_the_commands_path(
     assert result.returncode == 0, result.stderr
     assert not [r for r in granted(project / ".py-sandboxes") if r.startswith("expose-rw")]
     assert "the PATH or a home's hidden entries is never learned" in result.stderr
+
+
+def test_making_a_directory_that_is_there_grants_nothing(
+    sb: Runner, project: Path, tmp_path: Path
+) -> None:
+    # os.makedirs(~/Documents, exist_ok=True) changes nothing: it gave expose-rw=~/Documents.
+    home = tmp_path / "home"
+    (home / "Documents" / "taxes").mkdir(parents=True)
+    (project / "app.py").write_text(
+        "import os\n"
+        "os.makedirs(os.path.expanduser('~/Documents'), exist_ok=True)\n"
+        "os.makedirs('new', exist_ok=True)\n"
+    )
+    result = sb("app.py", env={"HOME": str(home)})
+    assert result.returncode == 0, result.stderr
+    files = [r for r in granted(project / ".py-sandboxes") if r.startswith("expose")]
+    assert files == ["expose-rw=./new"]
+    assert f"{home / 'Documents'}: a directory looked at, not listed" in result.stderr
