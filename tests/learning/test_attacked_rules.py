@@ -304,3 +304,20 @@ def test_making_a_directory_that_is_there_grants_nothing(
     files = [r for r in granted(project / ".py-sandboxes") if r.startswith("expose")]
     assert files == ["expose-rw=./new"]
     assert f"{home / 'Documents'}: a directory looked at, not listed" in result.stderr
+
+
+def test_removing_what_is_not_there_grants_nothing(
+    sb: Runner, project: Path, tmp_path: Path
+) -> None:
+    # unlink(missing_ok=True) of a stale lock that is gone gave expose-rw=~/Documents.
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    code = "import pathlib\n"
+    code += "pathlib.Path('~/Documents/app.lock').expanduser().unlink(missing_ok=True)\n"
+    (project / "app.py").write_text(code)
+    env = {"HOME": str(home)}
+    result = sb("app.py", env=env)
+    assert result.returncode == 0, result.stderr
+    assert not [r for r in granted(project / ".py-sandboxes") if r.startswith("expose")]
+    again = sb("app.py", env=env)  # the rules refuse it as "not found": missing_ok holds
+    assert again.returncode == 0, again.stderr
