@@ -321,3 +321,15 @@ def test_removing_what_is_not_there_grants_nothing(
     assert not [r for r in granted(project / ".py-sandboxes") if r.startswith("expose")]
     again = sb("app.py", env=env)  # the rules refuse it as "not found": missing_ok holds
     assert again.returncode == 0, again.stderr
+
+
+def test_a_variable_line_learned_before_is_not_contradicted(tmp_path: Path) -> None:
+    from pysandboxes._learn.rules import drop_contradictions
+
+    venv = tmp_path / "venv"
+    (venv / "data").mkdir(parents=True)
+    context = _context(tmp_path / "p", variables=(("VIRTUAL_ENV", str(venv)),))
+    learned = learn([Event("file", str(venv / "data" / "f"), "create")], context)
+    assert [rule.line for rule in learned.rules] == [f"expose-rw=${{VIRTUAL_ENV:-{venv}}}/data"]
+    for old in ("expose-ro=${VIRTUAL_ENV}/data", f"expose-ro=${{VIRTUAL_ENV:-{venv}}}/data"):
+        assert drop_contradictions(learned, old + "\n").rules == ()

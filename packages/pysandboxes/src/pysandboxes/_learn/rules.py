@@ -359,10 +359,15 @@ def _calls(out: _Out, events: Sequence[Event]) -> None:
         out.add("call", "api", f"python-api=ALLOW:{target}", "called by", event.where, group)
 
 
+_DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):-[^}$]*\}")
+
+
 def drop_contradictions(learned: Learned, text: str) -> Learned:
     """Leave out a learned ``expose-rw=X`` where the file says ``expose-ro=X`` (or the
     reverse): the file would then contradict itself. The user widens the line instead."""
-    present = {line.split("#", 1)[0].strip().replace(" ", "") for line in text.splitlines()}
+    lines = {line.split("#", 1)[0].strip().replace(" ", "") for line in text.splitlines()}
+    # "${VIRTUAL_ENV}/x" (as learned before) and "${VIRTUAL_ENV:-/venv}/x" name one path.
+    present = lines | {_DEFAULTED.sub(r"${\1}", line) for line in lines}
     flipped = {"expose-rw": "expose-ro", "expose-ro": "expose-rw"}
     rules: list[LearnedRule] = []
     rows: list[tuple[str, str, str]] = []
@@ -370,7 +375,7 @@ def drop_contradictions(learned: Learned, text: str) -> Learned:
     for rule, row in zip(learned.rules, learned.rows, strict=True):
         key, _, value = rule.line.partition("=")
         other = f"{flipped[key]}={value}" if key in flipped else ""
-        if other and other in present:
+        if other and (other in present or _DEFAULTED.sub(r"${\1}", other) in present):
             skipped.append(f"'{other}' is in the file: change it to '{rule.line}' yourself")
             continue
         rules.append(rule)
