@@ -76,3 +76,10 @@ def test_a_name_that_is_not_utf8_is_dropped() -> None:
     assert decode_event(rb'{"f": "file", "n": "/tmp/\udcff.txt", "a": "read"}') is None
     assert decode_event(rb'{"f": "file", "n": "/tmp/a.txt", "a": "read", "w": "\ud800"}') is None
     assert decode_event(b'{"f": "file", "n": "/tmp/a.txt", "a": "read"}') is not None
+
+
+def test_a_name_with_a_nul_is_dropped() -> None:
+    # os.path.realpath raises on a NUL: one such event used to lose every learned rule.
+    line = b'{"f":"file","n":"/tmp/x\\u0000y","a":"read"}'
+    good = encode_event(Event("env", "HOME", "read"))
+    assert decode_events([line + b"\n" + good]) == ([Event("env", "HOME", "read")], 1)

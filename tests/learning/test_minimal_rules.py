@@ -61,7 +61,7 @@ def test_a_listed_or_created_in_directory_is_granted(tmp_path: Path) -> None:
 def test_paths_are_written_as_what_they_are(tmp_path: Path) -> None:
     context = _context(tmp_path, home="/home/ann")
     assert display_path(str(tmp_path / "d" / "f"), context) == "./d/f"
-    assert display_path("/opt/venv/lib/x", context) == "${VIRTUAL_ENV}/lib/x"
+    assert display_path("/opt/venv/lib/x", context) == "${VIRTUAL_ENV:-/opt/venv}/lib/x"
     assert display_path("/home/ann/notes.txt", context) == "~/notes.txt"
     assert display_path("/srv/data", context) == "/srv/data"
 
@@ -100,6 +100,10 @@ def test_imports_are_told_apart() -> None:
     assert import_group("json") == "Standard Python"
     assert import_group("telnetlib") == "⚠ Deprecated Python module"
     assert import_group("tomlkit") == "External modules (Are you sure about the origin?)"
+    assert import_group("_json") == "Standard Python"
+    # A leading underscore does not make a module standard (it listed a planted _helpers,
+    # or setuptools' _distutils_hack, under "Standard Python").
+    assert import_group("_helpers") == "External modules (Are you sure about the origin?)"
 
 
 def test_calls_by_function_never_by_a_whole_category(tmp_path: Path) -> None:
@@ -142,7 +146,7 @@ def test_paths_under_a_variable_are_granted_with_it(tmp_path: Path) -> None:
         frozenset(),
     )
     events = [Event("file", str(venv / "lib" / "data.bin"), "read")]
-    assert _lines(events, context) == ["expose-ro=${VIRTUAL_ENV}/lib/data.bin"]
+    assert _lines(events, context) == [f"expose-ro=${{VIRTUAL_ENV:-{venv}}}/lib/data.bin"]
 
 
 def test_names_a_rule_line_cannot_hold_are_not_granted(tmp_path: Path) -> None:

@@ -169,3 +169,26 @@ def test_a_rule_file_changed_during_the_run_is_not_built_upon(sb: Runner, projec
     assert "\nexpose-ro=./data.txt\n" in result.stderr  # shown, not written
     assert rule_file.read_text() == "python-import=subprocess\nexpose-rw=/\n"
     assert not (project / ".py-sandboxes.old").exists()
+
+
+def test_cant_plant_a_rule_file_under_the_name_given(sb: Runner, py: Runner, project: Path) -> None:
+    # --pysandboxes-config=app.rules looks next to the program first: a sandbox that may
+    # write there planted app.rules (os-sandbox=none) for the next run.
+    (project / "scripts").mkdir()
+    (project / "app.rules").write_text("expose-rw=./scripts\n")
+    code = (
+        "import os\n"
+        "here = os.path.dirname(os.path.abspath(__file__))\n"
+        "try:\n"
+        "    open(os.path.join(here, 'app.rules'), 'w').write('os-sandbox=none\\n')\n"
+        "    print('planted')\n"
+        "except OSError as exc:\n"
+        "    print('refused', type(exc).__name__)\n"
+    )
+    (project / "scripts" / "app.py").write_text(code)
+    assert py("scripts/app.py").stdout == "planted\n"
+    (project / "scripts" / "app.rules").unlink()
+    (project / "app.rules").write_text("expose-rw=./scripts\npython-import=os\n")
+    result = sb("--pysandboxes-config=app.rules", "scripts/app.py")
+    assert result.stdout == "refused RulePermissionError\n", result.stderr
+    assert not (project / "scripts" / "app.rules").exists()

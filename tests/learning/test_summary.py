@@ -38,3 +38,15 @@ def test_a_pipe_gets_plain_text() -> None:
     ]
     assert lines[-1] == "  note: kept"
     assert "\x1b[" not in stream.getvalue()
+
+
+def test_what_the_program_named_is_never_markup() -> None:
+    # A file "x[/]" or a forged location "[/]" stopped the table after the file was
+    # written ("the learned rules could not be written"); "[conceal]" hid a cell.
+    stream = _Terminal()
+    rows = [("files", "expose-ro=./x[/]", "[conceal]app.py:1"), ("files", "expose-ro=./y", "[/]")]
+    show("python-sb learned 2 rule(s) for [bold]r", rows, [], stream)
+    text = stream.getvalue()
+    assert "expose-ro=./x[/]" in text
+    assert "[conceal]app.py:1" in text
+    assert "for [bold]r" in text

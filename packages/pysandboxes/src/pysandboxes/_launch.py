@@ -119,6 +119,13 @@ def build_spec(
         child_env["TERM"] = env["TERM"]
     rule_path = found.path or found.default
     protected = list(policy.rule_files)
+    # The places the search looks at before the rule file: a file planted there, even
+    # under a name given to --pysandboxes-config (the judge knows only .py-sandboxes),
+    # would rule the next run.
+    searched = list(found.searched)
+    if rule_path in searched:
+        searched = searched[: searched.index(rule_path) + 1]
+    protected += [p for p in searched if os.path.basename(p) != "pyproject.toml"]
     if policy.learn is not None:
         protected.append(policy.learn.value)
     if output is not None:
@@ -316,7 +323,7 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
         from pysandboxes._learn.session import plan_argument
 
         os.set_inheritable(learning.read_fd, True)
-        argv.append(plan_argument(learning.plan(cwd, os.environ, spec.policy)))
+        argv.append(plan_argument(learning.plan(cwd, os.environ, spec.policy, spec.protected)))
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     try:
@@ -331,5 +338,5 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     collector = Collector(learning.read_fd)
     status = wait(pid, relay)
     end_leftovers()
-    conclude(learning.plan(cwd, os.environ, spec.policy), collector.finish())
+    conclude(learning.plan(cwd, os.environ, spec.policy, spec.protected), collector.finish())
     return finish(status, tempdir)

@@ -23,13 +23,16 @@ def show(
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    table = Table(title=title, title_justify="left")
+    # Text, never markup: paths and code locations come from the program, and "[/]" or
+    # "[conceal]" in them would hide a row or stop the table (after the file was written).
+    table = Table(title=Text(title), title_justify="left")
     table.add_column("family")
     table.add_column("rule", overflow="fold")
     table.add_column("first seen at", overflow="fold")
     for family, rule, where in rows:
-        table.add_row(family, rule, where)
+        table.add_row(Text(family), Text(rule), Text(where))
     console = Console(file=stream, highlight=False)
     console.print(table)
     for note in notes:

@@ -22,7 +22,7 @@ from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from pysandboxes._policy.discover import Discovery
     from pysandboxes._policy.model import Policy
@@ -55,8 +55,12 @@ class LearnRun:
         except OSError:
             pass
 
-    def plan(self, cwd: str, env: Mapping[str, str], policy: Policy) -> Plan:
-        """What the waiter needs to conclude (see ``session.Plan``)."""
+    def plan(
+        self, cwd: str, env: Mapping[str, str], policy: Policy, protected: Sequence[str] = ()
+    ) -> Plan:
+        """What the waiter needs to conclude (see ``session.Plan``). ``protected``: the
+        files the run protects as rule files, besides the policy's (the places the rule
+        file search looks at): their directories are never learned writable either."""
         from .session import make_plan
 
         advice = ""
@@ -68,7 +72,7 @@ class LearnRun:
             self.output,
             cwd,
             env,
-            policy.rule_files,
+            tuple(dict.fromkeys((*policy.rule_files, *protected))),
             _relaxed_note(self.provider),
             advice,
             self.digest,

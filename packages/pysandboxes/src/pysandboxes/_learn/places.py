@@ -6,6 +6,7 @@ merged-/usr system; a home may be a link). Rules themselves are ``_learn.rules``
 
 from __future__ import annotations
 
+import functools
 import os
 
 TYPE_CHECKING = False
@@ -22,11 +23,37 @@ _SECRET_HOME_DIRECTORIES = (
     ".ssh", ".aws", ".gnupg", ".config", ".kube", ".docker", ".local", ".local/bin",
     ".azure", ".gcloud", ".netrc", ".password-store",
 )  # fmt: skip
+#: Directories whose every entry is somebody's home.
+HOME_PARENTS = ("/home",)
 #: Trees where learning grants single files for reading only (see ``_system_tree``).
 _SYSTEM_TREES = (
     "/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/opt", "/proc", "/run", "/sbin",
     "/srv", "/sys", "/usr", "/var",
 )  # fmt: skip
+
+
+def homes(context: Context) -> frozenset[str]:
+    """Every home learning keeps out of: ``$HOME``, the user's own home (``$HOME`` may
+    say otherwise), ``/root`` and each ``/home/NAME`` (a run as root reaches them all)."""
+    return _homes(context.home)
+
+
+@functools.lru_cache(maxsize=8)
+def _homes(home: str) -> frozenset[str]:
+    found = {"/root", home.rstrip("/")}
+    try:
+        import pwd
+
+        found.add(pwd.getpwuid(os.getuid()).pw_dir.rstrip("/"))
+    except (ImportError, KeyError):
+        pass
+    for base in {*HOME_PARENTS, *(os.path.realpath(p) for p in HOME_PARENTS)}:
+        try:
+            found |= {f"{base}/{name}" for name in os.listdir(base)}
+        except OSError:
+            pass
+    found.discard("")  # an unknown home, or "/" as some system accounts have
+    return frozenset(found | {os.path.realpath(home) for home in found})
 
 
 def sensitive_directories(context: Context) -> frozenset[str]:
@@ -36,8 +63,7 @@ def sensitive_directories(context: Context) -> frozenset[str]:
     systems; a home may be a link).
     """
     found: set[str] = set(_SYSTEM_DIRECTORIES)
-    homes = {"/root", context.home.rstrip("/") or "/"} if context.home else {"/root"}
-    for home in homes:
+    for home in homes(context):
         found |= {home, *(f"{home}/{d}" for d in _SECRET_HOME_DIRECTORIES)}
     parent: str = os.path.realpath(context.cwd) if context.cwd else ""
     while parent not in ("/", ""):
@@ -47,12 +73,17 @@ def sensitive_directories(context: Context) -> frozenset[str]:
 
 
 def system_tree(path: str, context: Context) -> bool:
-    """Whether ``path`` lies in the system's trees or a home's hidden entries, where no
-    directory is granted and nothing is granted for writing: a learned line there would
-    hand every later run the machine (cron jobs, shell start-up files, keys). The project
-    itself (the rule file's directory) is never one, wherever it lives."""
+    """Whether ``path`` lies in the system's trees, the interpreter's trees (see
+    ``Context.code_roots``) or a home's hidden entries, where no directory is granted and
+    nothing is granted for writing: a learned line there would hand every later run the
+    machine (cron jobs, shell start-up files, keys, a ``.pth`` file). The project itself
+    (the rule file's directory) is never one, wherever it lives, unless it is such a
+    place itself: a script in ``~`` or ``/`` does not make ``~/.bashrc`` its own."""
     project = os.path.realpath(context.rule_dir)
-    if path == project or path.startswith(project.rstrip("/") + "/"):
+    if code_place(path, project, context):
+        return True
+    inside = path == project or path.startswith(project.rstrip("/") + "/")
+    if inside and not _system_place(project, context):
         return False
     for root in _SYSTEM_TREES:
         for real in {root, os.path.realpath(root)}:
@@ -61,10 +92,26 @@ def system_tree(path: str, context: Context) -> bool:
     return home_hidden(path, context)
 
 
+def code_place(path: str, project: str, context: Context) -> bool:
+    """Whether ``path`` lies in one of the interpreter's trees (a venv in the project
+    too), unless the project itself lives in that tree."""
+    for root in context.code_roots:
+        if project == root or project.startswith(root.rstrip("/") + "/"):
+            continue
+        if path == root or path.startswith(root.rstrip("/") + "/"):
+            return True
+    return False
+
+
+def _system_place(directory: str, context: Context) -> bool:
+    """Whether ``directory`` is a home, a home's secret directory (``~/.config``...), a
+    directory of the system or one of its trees' roots: never a project of its own."""
+    places = {*_SYSTEM_DIRECTORIES, *_SYSTEM_TREES}
+    for home in homes(context):
+        places |= {home, *(f"{home}/{d}" for d in _SECRET_HOME_DIRECTORIES)}
+    return directory in places | {os.path.realpath(p) for p in places}
+
+
 def home_hidden(path: str, context: Context) -> bool:
     """Whether ``path`` is a hidden entry of a home (``~/.bashrc``, ``~/.ssh/...``)."""
-    for home in {"/root", context.home.rstrip("/")} - {""}:
-        for real in {home, os.path.realpath(home)}:
-            if path.startswith(real + "/."):
-                return True
-    return False
+    return any(path.startswith(home + "/.") for home in homes(context))

@@ -135,6 +135,14 @@ class Learning:
             access = "list"
         elif access == "write" and not self._exists(report.real):
             access = "create"  # open(path, "w") of a new file: its directory must allow it
+        elif access == "delete" and not self._exists(report.real):
+            # unlink(missing_ok=True) of nothing fails and changes nothing: a probe, which
+            # the rules refuse as "not found" too (it granted the whole directory).
+            return
+        elif access == "create" and report.api == "os.mkdir" and self._exists(report.real):
+            # makedirs(exist_ok=True) of a directory that is there: mkdir fails and changes
+            # nothing. The program looked at it, no more: it granted the whole directory.
+            access = "read"
         # The import system lists the directories of sys.path to find modules; a refused
         # listing only makes it look file by file, so it needs no rule of its own.
         self._send(Event("file", report.real, access), unless_importing=access == "list")

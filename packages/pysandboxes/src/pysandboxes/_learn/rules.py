@@ -60,6 +60,15 @@ _VERBS = {
     "list": "listed by",
 }
 _UNSAFE_PATH = re.compile(r"[\x00-\x1f\x7f#$\"'\\]|(^|/)\s|\s($|/)")
+
+
+def _unsafe_path(path: str) -> bool:
+    """Whether a rule line cannot hold ``path`` as it reads: a comment or reference
+    character, spaces a parser strips, or any character that is not printable (a line
+    separator would make the writer refuse every rule; a bidi control shows another name)."""
+    return _UNSAFE_PATH.search(path) is not None or not path.isprintable()
+
+
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _QUALNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -77,6 +86,11 @@ class Context:
         variables: ``(name, value)`` of the variables paths may be written with.
         host_names: the names of the host's variables (never their values).
         rule_files: the rule files of the run, never granted.
+        code_roots: the interpreter's trees (its prefixes, standard library,
+            site-packages, the launcher's import path) and the directories of ``PATH``:
+            code there runs outside the sandbox (a ``.pth`` file runs in the next
+            ``python-sb`` itself, a command in ``~/bin`` in the user's shell), so
+            nothing there is learned for writing.
     """
 
     rule_dir: str
@@ -85,6 +99,7 @@ class Context:
     variables: tuple[tuple[str, str], ...]
     host_names: frozenset[str]
     rule_files: frozenset[str]
+    code_roots: frozenset[str] = frozenset()
 
 
 @record
@@ -116,8 +131,10 @@ def display_path(path: str, context: Context) -> str:
         return "./" + path[len(base) + 1 :]
     for name, value in context.variables:
         value = value.rstrip("/")
-        if value and (path == value or path.startswith(value + "/")):
-            return "${" + name + "}" + path[len(value) :]
+        if value and (path == value or path.startswith(value + "/")) and "}" not in value:
+            # With the value as default: an unset variable must not leave "/..." behind
+            # ("${VIRTUAL_ENV}/bin" would grant /bin on a run without the venv).
+            return "${" + name + ":-" + value + "}" + path[len(value) :]
     home = context.home.rstrip("/")
     if home and (path == home or path.startswith(home + "/")):
         return "~" + path[len(home) :]
@@ -152,10 +169,10 @@ class _Out:
         if line in self._lines:
             return
         self._lines.add(line)
-        self.rules.append(
-            LearnedRule(block, line, f"learned: {note} {where or '?'}", group or None)
-        )
-        self.rows.append((family, line, where or "?"))
+        # ``where`` comes from the program (even forged): a short, printable note only.
+        where = "".join(c if c.isprintable() else "?" for c in where[:200]) or "?"
+        self.rules.append(LearnedRule(block, line, f"learned: {note} {where}", group or None))
+        self.rows.append((family, line, where))
 
 
 def _env(out: _Out, events: Sequence[Event], context: Context) -> None:
@@ -167,6 +184,10 @@ def _env(out: _Out, events: Sequence[Event], context: Context) -> None:
 
 def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
     sensitive = sensitive_directories(context)
+    # A directory holding a rule file is never granted writable: the kernel layer cannot
+    # keep one file of a writable directory read-only, so a shell the program may start
+    # would rewrite the rules of the next run.
+    holders = {a for f in context.rule_files for a in _ancestors(os.path.realpath(f))}
     grants: dict[str, tuple[bool, Event]] = {}  # path -> (writable, first event)
     looked: list[str] = []  # directories only looked at: no rule, they lead nowhere new
 
@@ -203,17 +224,23 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
                 out.skipped.append(f"{path}: listed, but a sensitive directory is never granted")
             elif is_dir:
                 grant(path, False, event)
-        elif event.access == "create" and is_dir and path not in sensitive:
+        elif path in sensitive or (is_dir and path in holders):
+            # mkdir of an existing ~ or rmdir of /etc: neither it nor its parent is granted.
+            out.skipped.append(f"{path}: {event.access} of a sensitive directory: not granted")
+        elif event.access == "create" and is_dir:
             grant(path, True, event)  # a directory the program made: the place it writes
         else:  # create or delete: the directory's entries change
             parent = os.path.dirname(path)
-            if parent not in sensitive and os.path.isdir(parent):
+            closed = parent in sensitive or parent in holders
+            if not closed and os.path.isdir(parent):
                 grant(parent, True, event)
             elif exists:
                 grant(path, True, event)
-                out.skipped.append(f"{parent}: sensitive, only {path} is granted")
+                why = "a rule file is read there" if parent in holders else "sensitive"
+                out.skipped.append(f"{parent}: {why}, only {path} is granted")
             else:
-                out.skipped.append(f"{path}: {event.access} in sensitive {parent}: not granted")
+                why = "a directory holding a rule file" if parent in holders else "sensitive"
+                out.skipped.append(f"{path}: {event.access} in {why} {parent}: not granted")
     granted_below = {ancestor for p in grants for ancestor in _ancestors(p)} | set(grants)
     for path in dict.fromkeys(looked):
         if path not in granted_below:
@@ -224,14 +251,15 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
             continue
         if system_tree(path, context) and (writable or os.path.isdir(path)):
             out.skipped.append(
-                f"{path}: {'writing' if writable else 'a directory'} in the system's trees or "
-                "a home's hidden entries is never learned: add the rule yourself if you mean it"
+                f"{path}: {'writing' if writable else 'a directory'} in the system's or the "
+                "interpreter's trees, the PATH or a home's hidden entries is never learned: "
+                "add the rule yourself if you mean it"
             )
             if os.path.isdir(path) or home_hidden(path, context):
                 continue
             writable = False  # a system file may still be read, as the program did
         shown = display_path(path, context)
-        if _UNSAFE_PATH.search(path):
+        if _unsafe_path(path):
             out.skipped.append(f"{path!r}: a name a rule line cannot hold safely: not granted")
             continue
         key = "expose-rw" if writable else "expose-ro"
@@ -284,7 +312,9 @@ def _learnable_host(name: str) -> bool:
     from pysandboxes._policy.netaddr import parse_network
     from pysandboxes._policy.netrules import is_host_name
 
-    return parse_network(name) is not None or is_host_name(name)
+    # One address or one name: a network ("127.0.0.1/0" is every IPv4 address) is
+    # nothing a program connects to, only what a forged event would ask for.
+    return "/" not in name and (parse_network(name) is not None or is_host_name(name))
 
 
 def import_group(module: str) -> str:
@@ -293,7 +323,7 @@ def import_group(module: str) -> str:
         return GROUPS[0]
     if module in DEPRECATED_MODULES:
         return GROUPS[2]
-    if module in sys.stdlib_module_names or module.startswith("_"):
+    if module in sys.stdlib_module_names:  # "_x" is not standard for its underscore
         return GROUPS[1]
     return GROUPS[3]
 
@@ -323,10 +353,15 @@ def _calls(out: _Out, events: Sequence[Event]) -> None:
         out.add("call", "api", f"python-api=ALLOW:{name}", "called by", event.where, group)
 
 
+_DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):-[^}$]*\}")
+
+
 def drop_contradictions(learned: Learned, text: str) -> Learned:
     """Leave out a learned ``expose-rw=X`` where the file says ``expose-ro=X`` (or the
     reverse): the file would then contradict itself. The user widens the line instead."""
-    present = {line.split("#", 1)[0].strip().replace(" ", "") for line in text.splitlines()}
+    lines = {line.split("#", 1)[0].strip().replace(" ", "") for line in text.splitlines()}
+    # "${VIRTUAL_ENV}/x" (as learned before) and "${VIRTUAL_ENV:-/venv}/x" name one path.
+    present = lines | {_DEFAULTED.sub(r"${\1}", line) for line in lines}
     flipped = {"expose-rw": "expose-ro", "expose-ro": "expose-rw"}
     rules: list[LearnedRule] = []
     rows: list[tuple[str, str, str]] = []
@@ -334,7 +369,7 @@ def drop_contradictions(learned: Learned, text: str) -> Learned:
     for rule, row in zip(learned.rules, learned.rows, strict=True):
         key, _, value = rule.line.partition("=")
         other = f"{flipped[key]}={value}" if key in flipped else ""
-        if other and other in present:
+        if other and (other in present or _DEFAULTED.sub(r"${\1}", other) in present):
             skipped.append(f"'{other}' is in the file: change it to '{rule.line}' yourself")
             continue
         rules.append(rule)

@@ -46,6 +46,8 @@ class Plan:
         advice: what to do after reviewing, ``""`` when nothing (a ``learn=`` line to drop).
         digest: the output file's SHA-256 before the program started, ``""`` if missing.
         path: ``sys.path`` of the launcher: the writer needs ``tomlkit``, the summary ``rich``.
+        commands: the directories of ``PATH``: what is written there runs as the user,
+            outside the sandbox, so nothing there is learned for writing.
     """
 
     fd: int
@@ -59,6 +61,7 @@ class Plan:
     path: tuple[str, ...]
     advice: str = ""
     digest: str = ""
+    commands: tuple[str, ...] = ()
 
 
 def make_plan(
@@ -86,13 +89,15 @@ def make_plan(
         tuple(p for p in sys.path if p),
         advice,
         digest,
+        tuple(p for p in env.get("PATH", "").split(os.pathsep) if p.startswith("/")),
     )
 
 
 def plan_argument(plan: Plan) -> str:
     """The plan as one command-line argument of the waiter."""
     names = ("fd", "output", "cwd", "home", "variables", "host_names", "rule_files")
-    fields = {name: getattr(plan, name) for name in (*names, "relaxed", "path", "advice", "digest")}
+    more = ("relaxed", "path", "advice", "digest", "commands")
+    fields = {name: getattr(plan, name) for name in (*names, *more)}
     return json.dumps(fields)
 
 
@@ -100,7 +105,7 @@ def parse_plan(argument: str) -> Plan:
     """Read ``plan_argument``'s output (it comes from the launcher, the trusted side)."""
     fields = json.loads(argument)
     fields["variables"] = tuple(tuple(pair) for pair in fields["variables"])
-    for name in ("host_names", "rule_files", "path"):
+    for name in ("host_names", "rule_files", "path", "commands"):
         fields[name] = tuple(fields[name])
     return Plan(**fields)
 
@@ -143,7 +148,11 @@ def conclude(plan: Plan, chunks: list[bytes]) -> None:
     try:
         _conclude(plan, chunks)
     except Exception as exc:  # a bug here must not cost the program's exit status
-        print(f"python-sb: the learned rules could not be written: {exc!r}", file=sys.stderr)
+        # The failure may come after the file was written (the summary): say both.
+        print(
+            f"python-sb: learning failed ({exc!r}): {plan.output} may hold new rules, review it",
+            file=sys.stderr,
+        )
 
 
 def _conclude(plan: Plan, chunks: list[bytes]) -> None:
@@ -160,6 +169,7 @@ def _conclude(plan: Plan, chunks: list[bytes]) -> None:
         plan.variables,
         frozenset(plan.host_names),
         frozenset(plan.rule_files) | {plan.output},
+        _code_roots(plan.commands),
     )
     learned = learn(events, context)
     if os.path.basename(plan.output) != "pyproject.toml":
@@ -180,7 +190,7 @@ def _conclude(plan: Plan, chunks: list[bytes]) -> None:
         notes.append("check the file, then learn again; the rules learned are below")
         _summary(learned, notes, shown)
         for rule in learned.rules:
-            print(rule.line, file=sys.stderr)
+            print(_printable(rule.line), file=sys.stderr)
         return
     try:
         backup = _write(plan.output, learned)
@@ -188,7 +198,7 @@ def _conclude(plan: Plan, chunks: list[bytes]) -> None:
         notes.append(f"the rules could not be written to {shown}: {exc}")
         _summary(learned, notes, shown)
         for rule in learned.rules:
-            print(rule.line, file=sys.stderr)  # nothing is lost: the rules are shown
+            print(_printable(rule.line), file=sys.stderr)  # nothing is lost: the rules are shown
         return
     if not existed:
         notes.append(f"{shown} written from the template, with the rules learned")
@@ -200,6 +210,16 @@ def _conclude(plan: Plan, chunks: list[bytes]) -> None:
     else:
         notes.append(f"nothing new to learn; {shown} is unchanged")
     _summary(learned, notes, shown)
+
+
+def _code_roots(commands: Sequence[str] = ()) -> frozenset[str]:
+    """The interpreter's trees, as the launcher's ``sys.path`` (already in ours) has them,
+    and the directories of commands (``PATH``)."""
+    from pysandboxes._view import interpreter_roots
+
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    others = [os.path.realpath(p) for p in (*prefixes, *commands) if p]
+    return frozenset({*interpreter_roots(), *(p for p in others if p != "/")})
 
 
 def _read(path: str) -> str:

@@ -82,8 +82,8 @@ def encode_event(event: Event) -> bytes:
 
 
 def _text(value: object, *, limit: int = _MAX_TEXT) -> str | None:
-    if type(value) is not str or len(value) > limit:
-        return None
+    if type(value) is not str or len(value) > limit or "\0" in value:
+        return None  # a NUL names nothing the system knows, and os.path refuses it
     try:
         value.encode("utf-8")  # lone surrogates (a name that is not UTF-8): no rule holds it
     except UnicodeEncodeError:
