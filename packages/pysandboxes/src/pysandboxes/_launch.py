@@ -25,8 +25,9 @@ from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._policy.parser import parse_policy
 from pysandboxes._record import record
 from pysandboxes._spec import BOOT, LaunchSpec, Program, deferred, encode
+from pysandboxes._startup import refuse_planted_code, startup_flags
 from pysandboxes._waiter import WATCHED, finish, remove_tree, wait
-from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
+from pysandboxes.errors import ConfigSyntaxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def build_spec(
         protected.append(output)
     tempdir = make_private_dir()
     try:
-        refuse_planted_loaders(policy, child_env, tempdir)
+        refuse_planted_code(policy, child_env, tempdir)
     except ConfigSyntaxError:
         remove_tree(tempdir)
         raise
@@ -148,56 +149,9 @@ def build_spec(
         # A learning run lets everything through: the kernel layer is relaxed for it alone.
         provider="subprocess" if learning is not None else selection.provider,
         deferred_env=tuple((k, child_env.pop(k)) for k in sorted(child_env) if deferred(k)),
-        startup_flags=_startup_flags(request, policy, child_env, tempdir),
+        startup_flags=startup_flags(request.python_flags, policy, child_env, tempdir),
     )
     return spec, child_env, learning
-
-
-#: Variables with which the C library loads or reads code named by a path, before Python.
-LOADER_VARIABLES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "LOCPATH")
-
-
-def _writable(path: str, policy: Policy, tempdir: str) -> bool:
-    real = os.path.realpath(path)
-    places = [tempdir, *(rule.path for rule in policy.expose if rule.writable)]
-    return any(real == p or real.startswith(p.rstrip("/") + "/") for p in places)
-
-
-def refuse_planted_loaders(policy: Policy, child_env: Mapping[str, str], tempdir: str) -> None:
-    """A loader variable naming a place the sandbox may write would load, in the next run,
-    before any wall, what this run put there. Raises ``ConfigSyntaxError``."""
-    issues: list[ConfigIssue] = []
-    for name in LOADER_VARIABLES:
-        value = child_env.get(name, "")
-        for part in value.replace(" ", ":").split(":"):
-            if part and os.path.isabs(part) and _writable(part, policy, tempdir):
-                rule = next((r.origin for r in policy.env if r.name in (name, "*")), None)
-                issues.append(
-                    ConfigIssue(
-                        rule.source if rule else "<env>",
-                        rule.line if rule else 0,
-                        f"{name} names '{part}', where the sandbox may write: the loader "
-                        "would run what a sandbox put there before any wall; forward a "
-                        "path the sandbox cannot write",
-                    )
-                )
-                break
-    if issues:
-        raise ConfigSyntaxError(issues)
-
-
-def _startup_flags(
-    request: LaunchRequest, policy: Policy, child_env: Mapping[str, str], tempdir: str
-) -> tuple[str, ...]:
-    """``-s`` when the user's site directory lies where the sandbox may write: its ``.pth``
-    files run code at start-up, before any wall."""
-    flags = set(request.python_flags)
-    if {"-s", "-I", "-S"} & flags or "PYTHONNOUSERSITE" in child_env:
-        return ()
-    home = child_env.get("HOME") or os.path.expanduser("~")
-    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    user_site = os.path.join(home, ".local", "lib", version, "site-packages")
-    return ("-s",) if _writable(user_site, policy, tempdir) else ()
 
 
 def keep_only_standard_streams(keep: set[int]) -> None:
