@@ -258,3 +258,18 @@ def test_what_the_program_leaves_running_cannot_edit_the_learned_rules(
     time.sleep(2)
     assert not marker.exists(), "the leftover process outlived the learning run"
     assert "os-sandbox=none" not in (project / ".py-sandboxes").read_text()
+
+
+def test_a_call_the_sandbox_judges_itself_is_learned(
+    sb: Runner, project: Path, victims: list[subprocess.Popen[bytes]]
+) -> None:
+    # setpriority is reported by a judged copy of the sandbox's own, whose frame the
+    # recorder reads like any other: learning it once ended in a RecursionError.
+    code = (
+        "import os, sys\n"
+        "os.setpriority(os.PRIO_PROCESS, int(sys.argv[1]), 19)\n"
+        "print(os.getpriority(os.PRIO_PROCESS, int(sys.argv[1])))\n"
+    )
+    result = sb("--learn", "-c", code, str(victims[0].pid))
+    assert result.stdout == "19\n", result.stderr
+    assert "python-api=ALLOW:os.setpriority" in granted(project / ".py-sandboxes")

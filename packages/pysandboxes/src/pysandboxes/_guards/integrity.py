@@ -141,7 +141,13 @@ class IntegrityGuard:
         """Whether the reader is the standard library, an installed package or the runner
         (all of which format tracebacks), rather than the program itself."""
         frame: FrameType | None = current_frame()
-        while frame is not None and id(frame.f_globals) in self._own:
+        # The hook's own frames are passed too: reading their code to know the reader
+        # would raise this very event again, without end.
+        while frame is not None and (
+            id(frame.f_globals) in self._own
+            or frame.f_globals is self._hook_globals
+            or frame.f_globals is self._sealed
+        ):
             frame = frame.f_back
         if frame is None:
             return True  # the guards themselves, called from C (the interactive prompt)
