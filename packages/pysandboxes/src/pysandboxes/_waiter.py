@@ -152,3 +152,7 @@ def end_leftovers() -> None:
                 os.waitpid(pid, 0)
             except (ProcessLookupError, ChildProcessError):
                 continue
+            except PermissionError:
+                # A set-user-ID program the program left running cannot be signalled:
+                # ending the waiter here would lose the rules learned.
+                continue
