@@ -16,13 +16,14 @@ from pysandboxes import _mode, _runner
 from pysandboxes._enforce import Enforcing, Messages
 from pysandboxes._guards import dnspins, filewraps
 from pysandboxes._guards.audit import AuditHook
-from pysandboxes._guards.calls import CallGuard, guard_unreported
+from pysandboxes._guards.calls import CallGuard
 from pysandboxes._guards.dynamic import DynamicCodeGuard
 from pysandboxes._guards.files import FileGuard
 from pysandboxes._guards.imports import ImportGuard
 from pysandboxes._guards.integrity import IntegrityGuard
 from pysandboxes._guards.network import NetworkGuard
 from pysandboxes._guards.paths import Resolver
+from pysandboxes._guards.sealedcalls import guard_unreported
 from pysandboxes._policy.judge import ApiJudge, FileJudge, ImportJudge, NetJudge
 from pysandboxes._policy.model import Access
 from pysandboxes._spec import LaunchSpec, decode

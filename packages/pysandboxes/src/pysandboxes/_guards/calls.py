@@ -20,12 +20,11 @@ judged copy) and ``fcntl``/``ioctl`` asking for SIGIO to be sent to another proc
 
 from __future__ import annotations
 
-import operator
 import os
-import sys
 
 from pysandboxes._enforce import call_refusal
 
+from .sealedcalls import EXTENSION_EVENT, REFUSE_EVENT, SEALED_EVENTS
 from .values import plain_str
 
 TYPE_CHECKING = False
@@ -56,6 +55,8 @@ _MULTIPROCESSING = (
     "multiprocessing.Process.start",
     "multiprocessing.process.BaseProcess.start",
 )
+#: The functions that reach ``_posixsubprocess.fork_exec``: a grant of one allows it.
+FORK_EXEC_FAMILY = ("_posixsubprocess.fork_exec", *_SUBPROCESS, *_MULTIPROCESSING, "os.popen")
 _EXEC = tuple(f"os.exec{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))
 _SPAWN = tuple(f"os.spawn{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))
 _NATIVE = ("ctypes.CDLL", "ctypes.PyDLL", "ctypes.pythonapi", "ctypes.cast")
@@ -239,7 +240,7 @@ class CallGuard:
 
     def _refuse_reported(self, args: tuple[Any, ...]) -> None:
         # Raised by the sealed copies below; the program raising it refuses itself.
-        if args and type(args[0]) is str and args[0] in _SEALED_EVENTS:
+        if args and type(args[0]) is str and args[0] in SEALED_EVENTS:
             self.refuse(args[0])
 
     def _extension(self, args: tuple[Any, ...]) -> None:
@@ -280,207 +281,3 @@ class CallGuard:
                 f"Importing {name} again is denied by the API guard: a fresh copy would hand "
                 f"out the functions the sandbox judges.{hint}",
             )
-
-
-#: Raised by the sealed copies of this module (the program can only refuse itself).
-EXTENSION_EVENT = "pysandboxes.extension"
-REFUSE_EVENT = "pysandboxes.refuse"
-_SEALED_EVENTS = frozenset(
-    {
-        "subprocess.Popen",
-        "signal.pidfd_send_signal",
-        "os.setpriority",
-        "os.sched_setaffinity",
-        "os.sched_setscheduler",
-        "os.sched_setparam",
-    }
-)
-_SEALED_FILE = "<pysandboxes sealed call>"
-
-# "@0" is sys.audit (see audit.sealed_function): a closure or a global would hand the
-# original out, and so would a constant (the code of a traceback's frame reaches the
-# program). The original is the default of ``_original``, moved onto the stack and the
-# local cleared first thing, so that neither the code nor the locals of the frame a
-# refusal's traceback holds show it.
-_REFUSING_SOURCE = """
-def refusing(*args, _original=None, **kwargs):
-    return (_original, (_original := None), "@0"("pysandboxes.refuse", "@1"))[0](
-        *args, **kwargs
-    )
-"""
-# Unreported calls that reach other processes: allowed on this process only ("@1" is
-# os.getpid, "@2" the event a refusal names). PRIO_PROCESS is 0.
-# No name is looked up in these sources (a program reaching their globals could change
-# what a name means): "@3" is operator.index, which gives the exact int C will read.
-_OWN_PRIORITY_SOURCE = """
-def setpriority(which, who, priority, *, _original=None):
-    return (
-        _original,
-        (_original := None),
-        (which := "@3"(which)),
-        (who := "@3"(who)),
-        "@0"("pysandboxes.refuse", "@2")
-        if which != 0 or (who != 0 and who != "@1"())
-        else None,
-    )[0](which, who, priority)
-"""
-_OWN_AFFINITY_SOURCE = """
-def sched_setaffinity(pid, mask, /, *, _original=None):
-    return (
-        _original,
-        (_original := None),
-        (pid := "@3"(pid)),
-        "@0"("pysandboxes.refuse", "@2") if pid != 0 and pid != "@1"() else None,
-    )[0](pid, mask)
-"""
-# The scheduling policy and its parameters (SCHED_IDLE starves a process as a niceness of
-# 19 does not): allowed on this process only, as setpriority is.
-_OWN_SCHEDULER_SOURCE = """
-def sched_setscheduler(pid, policy, param, /, *, _original=None):
-    return (
-        _original,
-        (_original := None),
-        (pid := "@3"(pid)),
-        "@0"("pysandboxes.refuse", "@2") if pid != 0 and pid != "@1"() else None,
-    )[0](pid, policy, param)
-"""
-_OWN_PARAM_SOURCE = """
-def sched_setparam(pid, param, /, *, _original=None):
-    return (
-        _original,
-        (_original := None),
-        (pid := "@3"(pid)),
-        "@0"("pysandboxes.refuse", "@2") if pid != 0 and pid != "@1"() else None,
-    )[0](pid, param)
-"""
-# POSIX shared memory: files of /dev/shm that _posixshmem opens, creates and removes in C,
-# judged by the file guard ("@1" is str.__add__, for the exact text C reads; "@2" is
-# operator.index). Imported before the walls, so that its copies are the only ones.
-_SHM_OPEN_SOURCE = """
-def shm_open(path, flags, *mode, _original=None, **named_mode):
-    return (
-        _original,
-        (_original := None),
-        (path := "@1"("", path)),
-        (flags := "@2"(flags)),
-        "@0"("pysandboxes.shm", "_posixshmem.shm_open", path, flags),
-    )[0](path, flags, *mode, **named_mode)
-"""
-_SHM_UNLINK_SOURCE = """
-def shm_unlink(path, *, _original=None):
-    return (
-        _original,
-        (_original := None),
-        (path := "@1"("", path)),
-        "@0"("pysandboxes.shm", "_posixshmem.shm_unlink", path, 0),
-    )[0](path)
-"""
-# The spec is read once, as plain strings (a str subclass could lie), and C gets a fresh
-# spec holding only those: a spec of the program's could answer the guards and C apart.
-# The spec's attributes may run code of the program: the original is on the stack by then.
-_EXTENSION_SOURCE = """
-def create(spec, *rest, _original=None):
-    return (
-        _original,
-        (_original := None),
-        (name := "@2"("", spec.name)),
-        (origin := spec.origin),
-        (origin := None if origin is None else "@2"("", origin)),
-        (fresh := "@1"(name, None, origin=origin)),
-        "@0"("pysandboxes.extension", fresh),
-    )[0](fresh, *rest)
-"""
-
-
-def guard_unreported(guard: CallGuard, sealed_globals: dict[str, object]) -> None:
-    """Replace the functions CPython does not report, before anything binds them.
-
-    ``sealed_globals`` are globals the integrity guard watches: the copies made here keep
-    the originals as keyword-only defaults, which the program may not read, and clear
-    their local before anything can fail (see ``audit.sealed_function``).
-    """
-    import _imp
-    import _posixsubprocess  # type: ignore[import-not-found]
-    import _signal  # type: ignore[import-not-found]
-    import signal
-
-    family = ("_posixsubprocess.fork_exec", *_SUBPROCESS, *_MULTIPROCESSING, "os.popen")
-    if not guard.family_allowed("_posixsubprocess.fork_exec", family):
-        # subprocess binds it as _fork_exec when imported: replace that copy too.
-        holders = [_posixsubprocess, sys.modules.get("subprocess")]
-        _refusing_copy(holders, "fork_exec", "_fork_exec", "subprocess.Popen", sealed_globals)
-    pidfd = ("signal.pidfd_send_signal", "_signal.pidfd_send_signal")
-    if hasattr(_signal, "pidfd_send_signal") and not guard.family_allowed(pidfd[0], pidfd):
-        holders = [_signal, signal]
-        _refusing_copy(
-            holders, "pidfd_send_signal", None, "signal.pidfd_send_signal", sealed_globals
-        )
-    from .audit import sealed_function
-
-    for name, source in (
-        ("setpriority", _OWN_PRIORITY_SOURCE),
-        ("sched_setaffinity", _OWN_AFFINITY_SOURCE),
-        ("sched_setscheduler", _OWN_SCHEDULER_SOURCE),
-        ("sched_setparam", _OWN_PARAM_SOURCE),
-    ):
-        event = f"os.{name}"
-        if hasattr(os, name) and not guard.family_allowed(event, (f"posix.{name}",)):
-            original_call = getattr(os, name)
-            objects = (sys.audit, os.getpid, event, operator.index)
-            judged_call = sealed_function(
-                source, objects, sealed_globals, _SEALED_FILE, {"_original": original_call}
-            )
-            judged_call.__doc__ = original_call.__doc__
-            for holder in (os, sys.modules["posix"]):
-                setattr(holder, name, judged_call)
-    try:
-        import _posixshmem  # type: ignore[import-not-found]
-    except ImportError:
-        pass
-    else:
-        for name, source in (("shm_open", _SHM_OPEN_SOURCE), ("shm_unlink", _SHM_UNLINK_SOURCE)):
-            original_shm = getattr(_posixshmem, name)
-            judged_shm = sealed_function(
-                source,
-                (sys.audit, str.__add__, operator.index),
-                sealed_globals,
-                _SEALED_FILE,
-                {"_original": original_shm},
-            )
-            judged_shm.__doc__ = original_shm.__doc__
-            setattr(_posixshmem, name, judged_shm)
-    # Modules made from a spec (importlib.util.module_from_spec) reach C with no import
-    # event: the import system calls _imp.create_dynamic or create_builtin, judged now
-    # (a fresh posix would hand out the functions replaced above).
-    module_spec = sys.modules["_frozen_importlib"].ModuleSpec
-    for name in ("create_dynamic", "create_builtin"):
-        original = getattr(_imp, name)
-        objects = (sys.audit, module_spec, str.__add__)
-        judged = sealed_function(
-            _EXTENSION_SOURCE, objects, sealed_globals, _SEALED_FILE, {"_original": original}
-        )
-        judged.__name__ = judged.__qualname__ = name
-        judged.__doc__ = original.__doc__
-        setattr(_imp, name, judged)
-
-
-def _refusing_copy(
-    holders: list[Any],
-    name: str,
-    alias: str | None,
-    event: str,
-    sealed_globals: dict[str, object],
-) -> None:
-    """Put a copy of ``holders[0].name`` that refuses as ``event`` wherever it is bound."""
-    from .audit import sealed_function
-
-    original: Callable[..., Any] = getattr(holders[0], name)
-    refusing = sealed_function(
-        _REFUSING_SOURCE, (sys.audit, event), sealed_globals, _SEALED_FILE, {"_original": original}
-    )
-    refusing.__name__ = refusing.__qualname__ = name
-    refusing.__doc__ = original.__doc__
-    setattr(holders[0], name, refusing)
-    for holder in holders[1:]:
-        if holder is not None:
-            setattr(holder, alias or name, refusing)

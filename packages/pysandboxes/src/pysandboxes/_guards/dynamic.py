@@ -11,13 +11,13 @@ count as the program.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from _io import open as _open
 
 from pysandboxes._enforce import call_refusal
 
 from .audit import current_frame
+from .codeshapes import GENERATING, looks_like_a_type, source_text
 from .values import plain_bytes, plain_str
 
 # Bound now: a program may replace what the os.path module holds.
@@ -33,66 +33,6 @@ if TYPE_CHECKING:
     from pysandboxes._policy.judge import ApiJudge
 
 _DYNAMIC = ("builtins.compile", "builtins.eval", "builtins.exec")
-#: The standard library's own code generation: (module, function) -> a check of the
-#: source that function compiles. Only the function that makes the code counts, never its
-#: module as a whole: a module's other functions call what the program hands them
-#: (``functools.singledispatch(exec)``, ``ast.NodeVisitor.visit``), and C functions have
-#: no frame, so ``exec`` called by them looks called by their Python caller. The checks
-#: hold whatever the program did to the module's globals (``collections._sys``,
-#: ``rlcompleter.re``, ``site.io``): the source must be of the shape the function makes.
-#: Everything else of the standard library that compiles source it is given (timeit,
-#: doctest, pdb, cProfile, code...) only does what the program asks, and is judged as the
-#: program.
-_NAMEDTUPLE = re.compile(r"lambda _cls, [\w, ]*: _tuple_new\(_cls, \([\w, ]*\)\)")
-_MOCK_SIGNATURE = re.compile(
-    r"(async )?def \w+\(\*args, \*\*kwargs\):\n    _checksig_\(\*args, \*\*kwargs\)\n"
-    r"    return (await )?mock\(\*args, \*\*kwargs\)"
-)
-_DOTTED_NAME = re.compile(r"\w+(\.\w+)*")
-
-
-def _text(source: object) -> str | None:
-    """The source a ``compile`` event carries, as a plain ``str`` (``None`` if it is
-    not text: an AST or a code object)."""
-    if isinstance(source, (bytes, bytearray)):
-        return bytes(source).decode("utf-8", "replace")
-    if isinstance(source, str):
-        return str.__add__("", source)
-    return None
-
-
-def _fullmatch(pattern: re.Pattern[str]) -> Callable[[object, FrameType], bool]:
-    def check(source: object, frame: FrameType) -> bool:
-        text = _text(source)
-        return text is not None and pattern.fullmatch(text) is not None
-
-    return check
-
-
-def _starts(prefix: str) -> Callable[[object, FrameType], bool]:
-    def check(source: object, frame: FrameType) -> bool:
-        text = _text(source)
-        return text is not None and text.startswith(prefix)
-
-    return check
-
-
-def _parse_only(source: object, frame: FrameType) -> bool:
-    return True  # ast.parse asks for a tree: running it needs a compile() of the program
-
-
-_GENERATING: dict[tuple[str, str], Callable[[object, FrameType], bool]] = {
-    ("ast", "parse"): _parse_only,
-    ("collections", "namedtuple"): _fullmatch(_NAMEDTUPLE),
-    # Field names are pasted into the code (docs/security.md lists it).
-    ("dataclasses", "_create_fn"): _starts("def __create_fn__("),
-    ("dataclasses", "add_fns_to_class"): _starts("def __create_fn__("),
-    ("unittest", "_set_signature"): _fullmatch(_MOCK_SIGNATURE),
-    ("unittest", "_set_async_signature"): _fullmatch(_MOCK_SIGNATURE),
-    ("rlcompleter", "attr_matches"): _fullmatch(_DOTTED_NAME),
-}
-
-
 #: The import system: it compiles module files, never strings (``<frozen importlib...>``
 #: and these): ambient only when the file named is a real one.
 _IMPORTING = frozenset({"importlib", "runpy", "zipimport", "pkgutil"})
@@ -103,18 +43,6 @@ _INTERACTIVE = frozenset({"code", "codeop"})
 #: The import lines of .pth files (site.addpackage): ambient when the line is one of a
 #: .pth file of the interpreter's own trees, read again here.
 _PTH = ("site", "addpackage")
-_NOT_IN_TYPE_EXPRESSIONS = frozenset("():;=@{}\\\n!%&*+<>^~")
-
-
-def looks_like_a_type(source: object) -> bool:
-    """Whether ``source`` can only be a type expression: no call, no statement.
-
-    ``typing`` evaluates the strings of forward references; without parentheses, ``:``,
-    ``=`` and the like, such a string can name and subscript things, never run a call.
-    """
-    if type(source) is bytes:
-        source = source.decode("utf-8", "replace")  # type: ignore[union-attr]
-    return type(source) is str and _NOT_IN_TYPE_EXPRESSIONS.isdisjoint(source)  # type: ignore[arg-type]
 
 
 def _file_name(name: object) -> str | None:
@@ -244,7 +172,7 @@ class DynamicCodeGuard:
             return not looks_like_a_type(source)
         if module in self._interactive:
             return False
-        check = _GENERATING.get((module, code.co_name))
+        check = GENERATING.get((module, code.co_name))
         if check is not None:
             return not check(source, frame)
         if (module, code.co_name) == _PTH:
@@ -255,7 +183,7 @@ class DynamicCodeGuard:
         """Whether ``source`` is a line of the .pth file ``site.addpackage`` is reading,
         and that file one of the interpreter's trees: the file is read again here, since
         the program may have changed what ``site`` reads it with."""
-        text = _text(source)
+        text = source_text(source)
         fullname = frame.f_locals.get("fullname")
         if text is None or type(fullname) is not str:
             return False

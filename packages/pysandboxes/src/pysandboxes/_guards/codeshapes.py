@@ -1,0 +1,89 @@
+"""The shapes of the code the standard library generates, and of type expressions.
+
+The dynamic-code guard lets the standard library compile code it makes itself, never what
+the program hands it: each generating function is listed with a check of the source it
+compiles (see ``dynamic``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from .values import plain_str
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+
+#: The standard library's own code generation: (module, function) -> a check of the
+#: source that function compiles. Only the function that makes the code counts, never its
+#: module as a whole: a module's other functions call what the program hands them
+#: (``functools.singledispatch(exec)``, ``ast.NodeVisitor.visit``), and C functions have
+#: no frame, so ``exec`` called by them looks called by their Python caller. The checks
+#: hold whatever the program did to the module's globals (``collections._sys``,
+#: ``rlcompleter.re``, ``site.io``): the source must be of the shape the function makes.
+#: Everything else of the standard library that compiles source it is given (timeit,
+#: doctest, pdb, cProfile, code...) only does what the program asks, and is judged as the
+#: program.
+_NAMEDTUPLE = re.compile(r"lambda _cls, [\w, ]*: _tuple_new\(_cls, \([\w, ]*\)\)")
+_MOCK_SIGNATURE = re.compile(
+    r"(async )?def \w+\(\*args, \*\*kwargs\):\n    _checksig_\(\*args, \*\*kwargs\)\n"
+    r"    return (await )?mock\(\*args, \*\*kwargs\)"
+)
+_DOTTED_NAME = re.compile(r"\w+(\.\w+)*")
+
+
+def source_text(source: object) -> str | None:
+    """The source a ``compile`` event carries, as a plain ``str`` (``None`` if it is
+    not text: an AST or a code object). Bytes are read through the buffer, as
+    ``compile`` reads them: a subclass's ``__bytes__`` is never called."""
+    if issubclass(type(source), (bytes, bytearray)):
+        return memoryview(source).tobytes().decode("utf-8", "replace")  # type: ignore[arg-type]
+    return plain_str(source)
+
+
+def _fullmatch(pattern: re.Pattern[str]) -> Callable[[object, FrameType], bool]:
+    def check(source: object, frame: FrameType) -> bool:
+        text = source_text(source)
+        return text is not None and pattern.fullmatch(text) is not None
+
+    return check
+
+
+def _starts(prefix: str) -> Callable[[object, FrameType], bool]:
+    def check(source: object, frame: FrameType) -> bool:
+        text = source_text(source)
+        return text is not None and text.startswith(prefix)
+
+    return check
+
+
+def _parse_only(source: object, frame: FrameType) -> bool:
+    return True  # ast.parse asks for a tree: running it needs a compile() of the program
+
+
+GENERATING: dict[tuple[str, str], Callable[[object, FrameType], bool]] = {
+    ("ast", "parse"): _parse_only,
+    ("collections", "namedtuple"): _fullmatch(_NAMEDTUPLE),
+    # Field names are pasted into the code (docs/security.md lists it).
+    ("dataclasses", "_create_fn"): _starts("def __create_fn__("),
+    ("dataclasses", "add_fns_to_class"): _starts("def __create_fn__("),
+    ("unittest", "_set_signature"): _fullmatch(_MOCK_SIGNATURE),
+    ("unittest", "_set_async_signature"): _fullmatch(_MOCK_SIGNATURE),
+    ("rlcompleter", "attr_matches"): _fullmatch(_DOTTED_NAME),
+}
+
+
+_NOT_IN_TYPE_EXPRESSIONS = frozenset("():;=@{}\\\n!%&*+<>^~")
+
+
+def looks_like_a_type(source: object) -> bool:
+    """Whether ``source`` can only be a type expression: no call, no statement.
+
+    ``typing`` evaluates the strings of forward references; without parentheses, ``:``,
+    ``=`` and the like, such a string can name and subscript things, never run a call.
+    """
+    if type(source) is bytes:
+        source = source.decode("utf-8", "replace")  # type: ignore[union-attr]
+    return type(source) is str and _NOT_IN_TYPE_EXPRESSIONS.isdisjoint(source)  # type: ignore[arg-type]
