@@ -103,6 +103,50 @@ def test_a_loader_variable_naming_a_writable_place_stops_the_run(sb: Runner, pro
     assert "ran" not in result.stdout
 
 
+EVIL_LIBRARY = r"""
+#include <stdio.h>
+__attribute__((constructor)) static void planted(void) {
+    FILE *out = fopen(MARKER, "w");
+    if (out) fclose(out);
+}
+"""
+
+
+@pytest.mark.parametrize("value", [":/opt/none", "/opt/none::/usr/lib", "lib"])
+def test_a_loader_variable_reading_the_working_directory_stops_the_run(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path, value: str
+) -> None:
+    # "export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/lib" with the variable unset gives an
+    # empty first entry: the loader searches the working directory, which a sandbox
+    # with expose-rw=. fills with a libm.so.6 that the next start-up loads before the walls.
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    libm = Path("/lib/x86_64-linux-gnu/libm.so.6")
+    if compiler is None or not libm.exists():
+        pytest.skip("no C compiler or no x86-64 libm to stand in for")
+    marker = tmp_path / "outside-marker"
+    source = tmp_path / "evil.c"
+    source.write_text(EVIL_LIBRARY.replace("MARKER", f'"{marker}"'))
+    place = project / ("lib" if value == "lib" else ".")
+    place.mkdir(exist_ok=True)
+    command = [compiler, "-shared", "-fPIC", "-o", str(place / "libm.so.6"), str(source)]
+    command += [f"-Wl,--filter={libm}", "-Wl,-soname,libm.so.6"]
+    subprocess.run(command, check=True)
+    env = {"LD_LIBRARY_PATH": value}
+    py("-c", "pass", env=env)
+    assert marker.exists(), "the planted library is not loaded: the probe proves nothing"
+    marker.unlink()
+    # The value is the rule's own: python-sb's environment must not load it itself.
+    (project / ".py-sandboxes").write_text(f"expose-rw=.\nenv=LD_LIBRARY_PATH={value}\n")
+    result = sb("-c", "print('ran')")
+    assert result.returncode == 255, result.stderr
+    assert "LD_LIBRARY_PATH names" in result.stderr
+    assert "ran" not in result.stdout
+    assert not marker.exists()
+
+
 def test_a_user_site_the_sandbox_may_write_is_not_read_at_start_up(
     sb: Runner, project: Path
 ) -> None:

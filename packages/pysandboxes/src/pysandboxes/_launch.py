@@ -125,7 +125,7 @@ def build_spec(
         protected.append(output)
     tempdir = make_private_dir()
     try:
-        refuse_planted_loaders(policy, child_env, tempdir)
+        refuse_planted_loaders(policy, child_env, tempdir, cwd)
     except ConfigSyntaxError:
         remove_tree(tempdir)
         raise
@@ -156,14 +156,48 @@ def _writable(path: str, policy: Policy, tempdir: str) -> bool:
     return any(real == p or real.startswith(p.rstrip("/") + "/") for p in places)
 
 
-def refuse_planted_loaders(policy: Policy, child_env: Mapping[str, str], tempdir: str) -> None:
+#: Variables whose entries are directories: an empty entry is the working directory.
+_DIRECTORY_LISTS = frozenset({"LD_LIBRARY_PATH", "GCONV_PATH", "LOCPATH"})
+
+
+def _loader_places(name: str, value: str, cwd: str) -> list[str]:
+    """The places the loader would read for ``name=value``, as it reads them.
+
+    An empty entry of a directory list is the working directory, and a relative entry is
+    read from it (``LD_LIBRARY_PATH=:/opt/lib``, from ``export V=$V:/opt/lib`` with ``V``
+    unset, searches the working directory first); ``$ORIGIN`` is the interpreter's
+    directory. A bare name in ``LD_PRELOAD`` or ``LD_AUDIT`` is a library the loader looks
+    up in its search path, which the other variables describe.
+    """
+    origin = os.path.dirname(os.path.realpath(sys.executable))
+    places: list[str] = []
+    separators = " :" if name == "LD_PRELOAD" else ":;" if name == "LD_LIBRARY_PATH" else ":"
+    parts = [value]
+    for separator in separators:
+        parts = [piece for part in parts for piece in part.split(separator)]
+    for part in parts:
+        part = part.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
+        if not part:
+            if name in _DIRECTORY_LISTS and value:
+                places.append(cwd)
+            continue
+        if name not in _DIRECTORY_LISTS and "/" not in part:
+            continue  # a library name, looked up in the system's directories
+        places.append(os.path.join(cwd, part))
+    return places
+
+
+def refuse_planted_loaders(
+    policy: Policy, child_env: Mapping[str, str], tempdir: str, cwd: str | None = None
+) -> None:
     """A loader variable naming a place the sandbox may write would load, in the next run,
     before any wall, what this run put there. Raises ``ConfigSyntaxError``."""
+    cwd = cwd or os.getcwd()
     issues: list[ConfigIssue] = []
     for name in LOADER_VARIABLES:
         value = child_env.get(name, "")
-        for part in value.replace(" ", ":").split(":"):
-            if part and os.path.isabs(part) and _writable(part, policy, tempdir):
+        for part in _loader_places(name, value, cwd):
+            if _writable(part, policy, tempdir):
                 rule = next((r.origin for r in policy.env if r.name in (name, "*")), None)
                 issues.append(
                     ConfigIssue(
