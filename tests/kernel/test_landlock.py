@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -254,3 +255,42 @@ def test_root_keeps_no_capability(sb: Runner, py: Runner, project: Path):
     (project / ".py-sandboxes").write_text(NATIVE_RULES)
     result = sb(script)
     assert result.stdout == "EFFECTIVE 0\n", result.stderr
+
+
+KEYCTL = 250  # x86-64
+
+READ_SESSION_KEY = """
+libc.syscall.restype = ctypes.c_long
+key = libc.syscall(KEYCTL, 10, -3, b"user", b"pysandboxes-probe", 0)  # SEARCH, session
+outcome(key)
+if key >= 0:
+    buffer = ctypes.create_string_buffer(100)
+    size = libc.syscall(KEYCTL, 11, ctypes.c_long(key), buffer, 100)  # READ
+    print(buffer.raw[:max(size, 0)].decode())
+"""
+
+# Started by plain python in a session keyring of its own holding one key, as a shell's
+# session holds Kerberos tickets or cached passwords; argv is the command to run.
+IN_A_SESSION_WITH_A_KEY = """
+import ctypes, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+assert libc.syscall(KEYCTL, 1, b"pysandboxes-test") > 0  # JOIN_SESSION_KEYRING
+assert libc.syscall(248, b"user", b"pysandboxes-probe", b"SESSION-SECRET", 14, -3) > 0
+sys.exit(subprocess.run(sys.argv[1:], check=False).returncode)
+"""
+
+
+def test_cant_read_the_launching_sessions_keys(py: Runner, project: Path, python_sb: str) -> None:
+    """keyctl is not mediated by Landlock nor the namespaces: the sandbox leaves the
+    session keyring it inherited before the program runs."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the probe knows the keyctl and add_key numbers of x86-64 only")
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    probe(project, f"KEYCTL = {KEYCTL}\n" + READ_SESSION_KEY)
+    launcher = project / "launcher.py"
+    launcher.write_text(f"KEYCTL = {KEYCTL}\n" + IN_A_SESSION_WITH_A_KEY)
+    control = py("launcher.py", sys.executable, "probe.py")
+    assert control.stdout == "DONE\nSESSION-SECRET\n", control.stderr
+    result = py("launcher.py", python_sb, "probe.py")
+    assert result.stdout == "REFUSED ENOKEY\n", result.stderr

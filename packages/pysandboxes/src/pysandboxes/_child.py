@@ -74,6 +74,9 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
                 drop_capabilities()
             except OSError as exc:
                 raise OSLayerUnavailable(str(exc.strerror), provider="unshare") from exc
+        from pysandboxes._os.keyring import leave_session_keyring
+
+        leave_session_keyring(spec.provider)  # the launching session's keys stay outside
         plan = plan_for(spec, roots, program, ("/proc",) if namespaced else ())
         reason = landlock.unavailable_reason()
         if reason is not None:
