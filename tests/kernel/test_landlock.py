@@ -294,3 +294,39 @@ def test_cant_read_the_launching_sessions_keys(py: Runner, project: Path, python
     assert control.stdout == "DONE\nSESSION-SECRET\n", control.stderr
     result = py("launcher.py", python_sb, "probe.py")
     assert result.stdout == "REFUSED ENOKEY\n", result.stderr
+
+
+READ_SHARED_MEMORY = """
+libc.shmat.restype = ctypes.c_void_p
+segment = libc.shmget(int(sys.argv[1]), 0, 0)
+outcome(segment)
+if segment >= 0:
+    print(ctypes.string_at(libc.shmat(segment, None, 0), 13).decode())
+"""
+
+
+@pytest.mark.parametrize("network", [False, True], ids=["no-network", "with-network"])
+def test_cant_read_the_hosts_system_v_shared_memory(
+    sb: Runner, py: Runner, project: Path, network: bool
+) -> None:
+    """System V objects are found by a key, not a path: Landlock does not see them; an IPC
+    namespace of the sandbox's own does (made with the network one, or alone as root)."""
+    import ctypes
+
+    if network and os.geteuid() != 0:
+        pytest.skip("with net= rules, an unprivileged sandbox shares the host's IPC")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    key = int.from_bytes(os.urandom(3), "big") + 0x10000
+    segment = libc.shmget(key, 4096, 0o1600)  # IPC_CREAT, owner-only
+    assert segment >= 0
+    try:
+        ctypes.memmove(libc.shmat(segment, None, 0), b"HOST-SECRET-1\0", 14)
+        rules = NATIVE_RULES + ("net=ALLOW|tcp|127.0.0.1|443|OUT\n" if network else "")
+        (project / ".py-sandboxes").write_text(rules)
+        script = probe(project, READ_SHARED_MEMORY)
+        assert py(script, str(key)).stdout == "DONE\nHOST-SECRET-1\n"
+        result = sb(script, str(key))
+        assert result.stdout == "REFUSED ENOENT\n", result.stderr
+    finally:
+        libc.shmctl(segment, 0, None)  # IPC_RMID

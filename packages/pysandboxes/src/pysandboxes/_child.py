@@ -63,7 +63,7 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
     """
     from pysandboxes._os import landlock
     from pysandboxes._os.command import WRAPPING
-    from pysandboxes._os.plan import AppliedLayer, in_namespaces
+    from pysandboxes._os.plan import IPC, AppliedLayer, in_namespaces
 
     namespaced = spec.provider in WRAPPING
     try:
@@ -82,11 +82,17 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
         if reason is not None:
             layer = AppliedLayer("none", missing=(("landlock", reason),))
         else:
-            from pysandboxes._os.netns import isolate_network
+            from pysandboxes._os.netns import isolate_ipc, isolate_network
 
+            shared_ipc = False
             if not plan.network and not namespaced:
-                isolate_network()
+                isolate_network()  # and IPC: keys of the host's System V objects
+            elif not namespaced:
+                shared_ipc = not isolate_ipc()
             layer = landlock.apply(plan)
+            if shared_ipc:
+                why = "a new IPC namespace needs root or, without net= rules, a user namespace"
+                layer = layer.with_missing(IPC, why)
         # As root the process would keep root's capabilities, which Landlock does not
         # mediate (host name, clock, BPF...): give them all up, under every provider.
         from pysandboxes._os.netns import drop_all_capabilities

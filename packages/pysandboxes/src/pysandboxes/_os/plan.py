@@ -23,6 +23,7 @@ SIGNALS = "signals"
 ABSTRACT_SOCKETS = "abstract-sockets"
 MOUNT_VIEW = "mount-view"
 PROCESSES = "processes"
+IPC = "ipc"
 
 
 @record
@@ -83,11 +84,17 @@ class AppliedLayer:
         """Whether ``concern`` (one of this module's names) is enforced by the kernel."""
         return concern in self.enforced
 
+    def with_missing(self, concern: str, reason: str) -> AppliedLayer:
+        """This layer, with ``concern`` not enforced, for ``reason``."""
+        return AppliedLayer(
+            self.provider, self.abi, self.enforced, (*self.missing, (concern, reason)), self.skipped
+        )
+
 
 def in_namespaces(provider: str, plan: ConfinementPlan, inner: AppliedLayer) -> AppliedLayer:
     """The layer of a namespace provider: what its namespaces enforce, plus ``inner``
     (Landlock applied inside them, or ``none`` with the reason)."""
-    enforced = [*inner.enforced, PROCESSES, SIGNALS]  # a pid namespace of its own
+    enforced = [*inner.enforced, PROCESSES, SIGNALS, IPC]  # pid and IPC namespaces of their own
     if provider == "bwrap":
         enforced.append(MOUNT_VIEW)  # unexposed paths do not exist in the view
     if not plan.network:
