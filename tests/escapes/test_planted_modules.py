@@ -147,6 +147,40 @@ def test_a_loader_variable_reading_the_working_directory_stops_the_run(
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("where", ["pythonpath", "site-packages"])
+def test_a_writable_module_search_path_stops_the_run(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path, where: str
+) -> None:
+    # A directory on the module search path (PYTHONPATH, site-packages, the directory of
+    # a project installed in editable mode) is read at the next start-up, by python-sb
+    # itself first: a sitecustomize.py planted there runs with the user's rights.
+    import site
+    import sys
+
+    marker = tmp_path / "outside-marker"
+    (project / "payload.txt").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    plant = "open('sitecustomize.py', 'w').write(open('payload.txt').read())\nprint('planted')\n"
+    (project / "plant.py").write_text(plant)
+    env = {"PYTHONPATH": str(project)} if where == "pythonpath" else {}
+    if where == "pythonpath":
+        py("plant.py")
+        py("-c", "pass", env=env)
+        assert marker.exists(), "sitecustomize.py did not run: the probe proves nothing"
+        marker.unlink()
+        (project / "sitecustomize.py").unlink()
+        rules = "expose-rw=.\n"
+    else:
+        site_packages = next(p for p in sys.path if p.endswith("site-packages"))
+        assert site_packages in [*site.getsitepackages(), site_packages]
+        rules = f"expose-rw=.\nexpose-rw={site_packages}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    result = sb("plant.py", env=env)
+    assert result.returncode == 255, result.stderr
+    assert "on the interpreter's module search path" in result.stderr
+    assert "planted" not in result.stdout
+    assert not (project / "sitecustomize.py").exists()
+
+
 def test_a_user_site_the_sandbox_may_write_is_not_read_at_start_up(
     sb: Runner, project: Path
 ) -> None:

@@ -126,6 +126,8 @@ def build_spec(
     tempdir = make_private_dir()
     try:
         refuse_planted_loaders(policy, child_env, tempdir, cwd)
+        if learning is None and selection.provider != "none":
+            refuse_writable_interpreter(policy)
     except ConfigSyntaxError:
         remove_tree(tempdir)
         raise
@@ -209,6 +211,52 @@ def refuse_planted_loaders(
                     )
                 )
                 break
+    if issues:
+        raise ConfigSyntaxError(issues)
+
+
+def _within(path: str, place: str) -> bool:
+    place = os.path.realpath(place)
+    return path == place or path.startswith(place.rstrip("/") + "/")
+
+
+def refuse_writable_interpreter(policy: Policy) -> None:
+    """The module search path must not lie where the sandbox may write.
+
+    Every directory of the module search path (the standard library, site-packages, a
+    project installed in editable mode, whose ``.pth`` file puts its directory there,
+    ``PYTHONPATH``), the interpreter and this package are read by the next start-up
+    before any wall, and by ``python-sb`` itself: a ``sitecustomize.py`` or a ``.pth``
+    file planted there would run with the user's full rights. The file guard keeps the
+    implicit trees read-only, but an ``expose-rw=`` rule naming the same directory
+    decides for it, and Landlock cannot take a subtree back from a writable one.
+
+    Raises:
+        ConfigSyntaxError: one issue per such directory, on the rule that makes it
+            writable.
+    """
+    from pysandboxes._view import interpreter_libraries, interpreter_roots, launcher_search_path
+
+    places = [*interpreter_roots(launcher_search_path()), *interpreter_libraries()]
+    places.append(os.path.realpath(sys.executable))
+    # python-sb's own search path: PYTHONPATH, and the working directory under -m.
+    places += [os.path.abspath(p or ".") for p in sys.path if os.path.isdir(p or ".")]
+    issues: list[ConfigIssue] = []
+    for real in dict.fromkeys(os.path.realpath(place) for place in places):
+        rule = next((r for r in policy.expose if r.writable and _within(real, r.path)), None)
+        if rule is not None:
+            issues.append(
+                ConfigIssue(
+                    rule.origin.source,
+                    rule.origin.line,
+                    f"'{real}', on the interpreter's module search path (where a project "
+                    "installed in editable mode, or PYTHONPATH, puts a directory), lies where "
+                    "this rule lets the sandbox write: a sitecustomize.py or .pth file planted "
+                    "there would run, with your rights, at the next start of python-sb; "
+                    "expose narrower paths, or keep the environment and editable projects "
+                    "out of read-write exposures",
+                )
+            )
     if issues:
         raise ConfigSyntaxError(issues)
 
