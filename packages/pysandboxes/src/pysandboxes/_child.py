@@ -63,7 +63,7 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
     """
     from pysandboxes._os import landlock
     from pysandboxes._os.command import WRAPPING
-    from pysandboxes._os.plan import IPC, AppliedLayer, in_namespaces
+    from pysandboxes._os.plan import IPC, SOCKET_PROTOCOLS, AppliedLayer, in_namespaces
 
     namespaced = spec.provider in WRAPPING
     try:
@@ -98,6 +98,12 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
         from pysandboxes._os.netns import drop_all_capabilities
 
         drop_all_capabilities()
+        from pysandboxes._os import seccomp
+
+        if seccomp.supported():
+            seccomp.apply(spec.provider)  # MPTCP, SCTP, io_uring, keyrings: see the module
+        else:
+            layer = layer.with_missing(SOCKET_PROTOCOLS, f"no filter for {os.uname().machine}")
         return in_namespaces(spec.provider, plan, layer) if namespaced else layer
     finally:
         # The binding's ctypes must not stay imported: a cached module skips the import

@@ -24,6 +24,7 @@ ABSTRACT_SOCKETS = "abstract-sockets"
 MOUNT_VIEW = "mount-view"
 PROCESSES = "processes"
 IPC = "ipc"
+SOCKET_PROTOCOLS = "socket-protocols"
 
 
 @record
