@@ -367,3 +367,40 @@ def test_cant_set_up_io_uring(sb: Runner, py: Runner, project: Path) -> None:
         pytest.skip(f"io_uring is not available on this host: {control.stdout.strip()}")
     result = sb(script)
     assert result.stdout == "REFUSED EACCES\n", result.stderr
+
+
+LINGER = """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:  # a daemon: no parent left in the program, no output shared
+        null = os.open("/dev/null", os.O_RDWR)
+        for stream in (0, 1, 2):
+            os.dup2(null, stream)
+        for _ in range(40):
+            time.sleep(0.1)
+            with open("out/alive", "a") as handle:
+                handle.write(".")
+    os._exit(0)
+print("program ends")
+"""
+
+
+def test_nothing_the_program_started_outlives_the_run(sb: Runner, py: Runner, project: Path):
+    """bwrap and unshare end their namespaces with the program; under landlock the waiter
+    is the reaper of what the program detached, and ends it."""
+    (project / "out").mkdir()
+    alive = project / "out" / "alive"
+    (project / "linger.py").write_text(LINGER)
+    assert py("linger.py").stdout == "program ends\n"
+    time.sleep(1)
+    assert alive.exists(), "the daemon did not run under plain python"
+    time.sleep(4)
+    alive.unlink()
+    rules = "expose-ro=.\nexpose-rw=./out\npython-api=ALLOW:os.fork, os.setsid\n"
+    (project / ".py-sandboxes").write_text(rules + "python-import=os, time\n")
+    result = sb("linger.py")
+    assert result.stdout == "program ends\n", result.stderr
+    size = alive.stat().st_size if alive.exists() else 0
+    time.sleep(1)
+    assert (alive.stat().st_size if alive.exists() else 0) == size, "the daemon still runs"

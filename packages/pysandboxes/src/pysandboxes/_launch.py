@@ -373,10 +373,12 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     spec, child_env, learning = build_spec(request, cwd, os.environ)
     keep: set[int] = {spec.learning.event_fd} if spec.learning is not None else set()
     keep_only_standard_streams(keep)
-    if learning is not None:
+    if learning is not None or spec.provider != "none":
         from pysandboxes._waiter import adopt_orphans
 
-        adopt_orphans()  # the waiter ends what the program leaves before writing rules
+        # The waiter ends what the program leaves running (a double fork, setsid): under
+        # landlock nothing else would, and a sandboxed process would outlive the run.
+        adopt_orphans()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     tempdir = spec.tempdir or ""
     try:
@@ -406,7 +408,11 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     except OSError:
         blank_environment_block()  # the host environment stays here: hide what we can
     if learning is None:
-        return finish(wait(pid, relay), tempdir)
+        from pysandboxes._waiter import end_leftovers
+
+        status = wait(pid, relay)
+        end_leftovers()
+        return finish(status, tempdir)
     from pysandboxes._learn.session import Collector, conclude
     from pysandboxes._waiter import end_leftovers
 
