@@ -92,6 +92,23 @@ def test_a_forwarded_pycache_prefix_feeds_nothing_to_the_start_up(
     assert not [p for p in written if "pysandboxes" in p], written
 
 
+def test_a_pycache_prefix_option_feeds_nothing_to_the_start_up(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # -X pycache_prefix= is PYTHONPYCACHEPREFIX given as an option: the start-up would
+    # read (and write) there the cache of every module it imports before the walls.
+    (project / "cache").mkdir()
+    (project / ".py-sandboxes").write_text("expose-rw=./cache\npython-import=sys\n")
+    prefix = f"pycache_prefix={project}/cache"
+    py("-X", prefix, "-c", "import json")
+    assert list((project / "cache").rglob("*.pyc")), "no cache written: the probe proves nothing"
+    for cached in (project / "cache").rglob("*.pyc"):
+        cached.unlink()
+    result = sb("-X", prefix, "-c", "import sys; print(sys.pycache_prefix)")
+    assert result.stdout == f"{project}/cache\n", result.stderr  # the program still gets it
+    assert not list((project / "cache").rglob("*.pyc"))
+
+
 def test_a_loader_variable_naming_a_writable_place_stops_the_run(sb: Runner, project: Path) -> None:
     (project / "rw").mkdir()
     rules = "expose-rw=./rw\nenv=LD_PRELOAD=${PWD}/rw/evil.so\n"
