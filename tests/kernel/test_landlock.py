@@ -435,3 +435,27 @@ def test_cant_connect_to_a_unix_socket_outside_the_rules(
         assert result.stdout.startswith("REFUSED"), result.stderr
     finally:
         server.close()
+
+
+SET_USER_ID = """
+outcome(libc.chmod(sys.argv[1].encode(), 0o4755))
+"""
+
+
+def test_cant_make_a_program_outside_the_rules_set_user_id(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path
+) -> None:
+    """Landlock does not mediate chmod: run as root, a sandbox could make any root-owned
+    program set-user-ID, a root shell for every user of the host. The filter refuses the
+    set-ID bits (other mode changes outside the rules stay open: docs/security.md)."""
+    program = tmp_path / "program"
+    program.write_bytes(b"#!/bin/sh\n")
+    program.chmod(0o755)
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    script = probe(project, SET_USER_ID)
+    assert py(script, str(program)).stdout == "DONE\n"
+    assert program.stat().st_mode & 0o4000
+    program.chmod(0o755)
+    result = sb(script, str(program))
+    assert result.stdout == "REFUSED EACCES\n", result.stderr
+    assert not program.stat().st_mode & 0o4000

@@ -8,6 +8,12 @@
   call, out of the filter's sight: ``io_uring_setup`` is refused.
 - **Kernel keyrings** (``keyctl``, ``add_key``, ``request_key``): the user's own keyring
   is reachable from any process of the user without a user namespace of its own.
+- **Set-user-ID and set-group-ID bits.** Landlock (up to ABI 7) does not mediate
+  ``chmod``: a sandbox run as root could make any root-owned program set-user-ID (a root
+  shell for every user of the host), and create one where it may write. A mode with
+  ``S_ISUID`` or ``S_ISGID`` is refused to ``chmod``, ``open`` and their kin;
+  ``openat2``, whose mode the filter cannot read, answers ``ENOSYS`` (callers fall back to
+  ``openat``).
 - **System calls of another ABI** (``int 0x80`` with i386 numbers, x32) are refused: the
   numbers above would not apply to them.
 
@@ -40,18 +46,42 @@ _AF_INET, _AF_INET6, _AF_SMC = 2, 10, 43
 _SOCK_SEQPACKET = 5  # an inet SEQPACKET socket is SCTP
 _IPPROTO_SCTP, _IPPROTO_MPTCP = 132, 262
 
-#: Per machine: the audit architecture, then socket, io_uring_setup and the keyring calls.
-_ABI: dict[str, tuple[int, int, int, tuple[int, ...]]] = {
-    "x86_64": (0xC000003E, 41, 425, (248, 249, 250)),
-    "aarch64": (0xC00000B7, 198, 425, (217, 218, 219)),
+_JSET = 0x45
+_SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
+_OPENAT2 = 437  # its mode is in a struct the filter cannot read
+
+#: Per machine: the audit architecture, socket, io_uring_setup, the keyring calls, and the
+#: calls that give a file a mode, each with the index of the argument holding it.
+_ABI: dict[str, tuple[int, int, int, tuple[int, ...], tuple[tuple[int, int], ...]]] = {
+    "x86_64": (
+        0xC000003E,
+        41,
+        425,
+        (248, 249, 250),
+        # open, creat, openat, chmod, fchmod, fchmodat, fchmodat2
+        ((2, 2), (85, 1), (257, 3), (90, 1), (91, 1), (268, 2), (452, 2)),
+    ),
+    "aarch64": (
+        0xC00000B7,
+        198,
+        425,
+        (217, 218, 219),
+        # openat, fchmod, fchmodat, fchmodat2
+        ((56, 3), (52, 1), (53, 2), (452, 2)),
+    ),
 }
 
 
 def _program(
-    arch: int, socket: int, io_uring: int, keyrings: tuple[int, ...]
+    arch: int,
+    socket: int,
+    io_uring: int,
+    keyrings: tuple[int, ...],
+    modes: tuple[tuple[int, int], ...],
 ) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k) instructions; jumps are relative."""
     deny = (_RET, 0, 0, _RET_ERRNO | _EACCES)
+    allow = (_RET, 0, 0, _RET_ALLOW)
     checks: list[tuple[int, int, int, int]] = [
         (_LD_ABS, 0, 0, 4),  # arch
         (_JEQ, 1, 0, arch),
@@ -62,6 +92,15 @@ def _program(
     ]
     for number in (io_uring, *keyrings):
         checks += [(_JEQ, 0, 1, number), deny]
+    checks += [(_JEQ, 0, 1, _OPENAT2), (_RET, 0, 0, _RET_ERRNO | _ENOSYS)]  # callers fall back
+    for number, argument in modes:
+        checks += [
+            (_JEQ, 0, 4, number),
+            (_LD_ABS, 0, 0, 16 + 8 * argument),
+            (_JSET, 0, 1, _SET_ID_BITS),
+            deny,
+            allow,
+        ]
     checks += [
         (_JEQ, 1, 0, socket),
         (_RET, 0, 0, _RET_ALLOW),
