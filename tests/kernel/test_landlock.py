@@ -459,3 +459,15 @@ def test_cant_make_a_program_outside_the_rules_set_user_id(
     result = sb(script, str(program))
     assert result.stdout == "REFUSED EACCES\n", result.stderr
     assert not program.stat().st_mode & 0o4000
+
+
+def test_cant_make_a_vsock_socket(sb: Runner, py: Runner, project: Path) -> None:
+    """AF_VSOCK reaches the hypervisor's host past the network namespace; no rule speaks
+    of it (only creating one is probed: nothing is connected to)."""
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    script = probe(project, "outcome(libc.socket(40, 1, 0))\n")
+    control = py(script)
+    if control.stdout != "DONE\n":
+        pytest.skip(f"this host makes no vsock socket: {control.stdout.strip()}")
+    result = sb(script)
+    assert result.stdout == "REFUSED EACCES\n", result.stderr

@@ -3,7 +3,9 @@
 - **TCP by other protocols.** Landlock's TCP port rules apply to TCP sockets only: an
   MPTCP socket (``IPPROTO_MPTCP``), which speaks plain TCP to a server without MPTCP, an
   SCTP one and an ``AF_SMC`` one (which falls back to TCP) connect to any port. The filter
-  refuses creating them.
+  refuses creating them, and every family but UNIX, IPv4, IPv6 and netlink (which the C
+  library's resolver uses): ``AF_VSOCK`` reaches the hypervisor's host past any network
+  namespace, and no rule speaks of the others.
 - **io_uring**, whose ``IORING_OP_SOCKET`` makes sockets without the ``socket`` system
   call, out of the filter's sight: ``io_uring_setup`` is refused.
 - **Kernel keyrings** (``keyctl``, ``add_key``, ``request_key``): the user's own keyring
@@ -42,7 +44,7 @@ _JGE = 0x35
 _RET = 0x06
 _AND = 0x54
 
-_AF_INET, _AF_INET6, _AF_SMC = 2, 10, 43
+_AF_UNIX, _AF_INET, _AF_INET6, _AF_NETLINK = 1, 2, 10, 16
 _SOCK_SEQPACKET = 5  # an inet SEQPACKET socket is SCTP
 _IPPROTO_SCTP, _IPPROTO_MPTCP = 132, 262
 
@@ -105,10 +107,11 @@ def _program(
         (_JEQ, 1, 0, socket),
         (_RET, 0, 0, _RET_ALLOW),
         (_LD_ABS, 0, 0, 16),  # args[0]: the family
-        (_JEQ, 0, 1, _AF_SMC),
-        deny,
-        (_JEQ, 2, 0, _AF_INET),
-        (_JEQ, 1, 0, _AF_INET6),
+        (_JEQ, 5, 0, _AF_INET),
+        (_JEQ, 4, 0, _AF_INET6),
+        (_JEQ, 2, 0, _AF_UNIX),
+        (_JEQ, 1, 0, _AF_NETLINK),
+        deny,  # vsock, SMC, TIPC...: families no rule speaks of, some outside the netns
         (_RET, 0, 0, _RET_ALLOW),
         (_LD_ABS, 0, 0, 24),  # args[1]: the type, flags masked off
         (_AND, 0, 0, 0xF),
