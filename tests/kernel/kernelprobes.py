@@ -65,3 +65,11 @@ def mptcp_enabled() -> bool:
             return handle.read().strip() == "1"
     except OSError:
         return False
+
+
+#: Send to ``port`` with TCP Fast Open: ``sendto(MSG_FASTOPEN)`` connects the socket
+#: without the connect hook Landlock's port rules rely on.
+SEND_FASTOPEN = """
+fd = libc.socket(2, 1, 0)
+outcome(libc.sendto(fd, b"fastopen", 8, 0x20000000, sockaddr({port}), 16))
+"""

@@ -6,6 +6,9 @@
   refuses creating them, and every family but UNIX, IPv4, IPv6 and netlink (which the C
   library's resolver uses): ``AF_VSOCK`` reaches the hypervisor's host past any network
   namespace, and no rule speaks of the others.
+- **TCP Fast Open.** ``sendto`` or ``sendmsg`` with ``MSG_FASTOPEN`` on a TCP socket
+  connects it without the ``connect`` hook Landlock's port rules rely on: the flag is
+  refused.
 - **io_uring**, whose ``IORING_OP_SOCKET`` makes sockets without the ``socket`` system
   call, out of the filter's sight: ``io_uring_setup`` is refused.
 - **Kernel keyrings** (``keyctl``, ``add_key``, ``request_key``): the user's own keyring
@@ -50,26 +53,31 @@ _IPPROTO_SCTP, _IPPROTO_MPTCP = 132, 262
 
 _JSET = 0x45
 _SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
+_MSG_FASTOPEN = 0x20000000
 _OPENAT2 = 437  # its mode is in a struct the filter cannot read
 
 #: Per machine: the audit architecture, socket, io_uring_setup, the keyring calls, and the
-#: calls that give a file a mode, each with the index of the argument holding it.
-_ABI: dict[str, tuple[int, int, int, tuple[int, ...], tuple[tuple[int, int], ...]]] = {
+#: calls refused when an argument (by index) has one of some bits.
+_ABI: dict[str, tuple[int, int, int, tuple[int, ...], tuple[tuple[int, int, int], ...]]] = {
     "x86_64": (
         0xC000003E,
         41,
         425,
         (248, 249, 250),
-        # open, creat, openat, chmod, fchmod, fchmodat, fchmodat2
-        ((2, 2), (85, 1), (257, 3), (90, 1), (91, 1), (268, 2), (452, 2)),
+        # open, creat, openat, chmod, fchmod, fchmodat, fchmodat2: a set-ID mode;
+        # sendto, sendmsg, sendmmsg: MSG_FASTOPEN
+        tuple((n, a, _SET_ID_BITS) for n, a in ((2, 2), (85, 1), (257, 3), (90, 1), (91, 1)))
+        + ((268, 2, _SET_ID_BITS), (452, 2, _SET_ID_BITS))
+        + ((44, 3, _MSG_FASTOPEN), (46, 2, _MSG_FASTOPEN), (307, 3, _MSG_FASTOPEN)),
     ),
     "aarch64": (
         0xC00000B7,
         198,
         425,
         (217, 218, 219),
-        # openat, fchmod, fchmodat, fchmodat2
-        ((56, 3), (52, 1), (53, 2), (452, 2)),
+        # openat, fchmod, fchmodat, fchmodat2; sendto, sendmsg, sendmmsg
+        tuple((n, a, _SET_ID_BITS) for n, a in ((56, 3), (52, 1), (53, 2), (452, 2)))
+        + ((206, 3, _MSG_FASTOPEN), (211, 2, _MSG_FASTOPEN), (269, 3, _MSG_FASTOPEN)),
     ),
 }
 
@@ -79,7 +87,7 @@ def _program(
     socket: int,
     io_uring: int,
     keyrings: tuple[int, ...],
-    modes: tuple[tuple[int, int], ...],
+    flagged: tuple[tuple[int, int, int], ...],
 ) -> list[tuple[int, int, int, int]]:
     """The filter as (code, jt, jf, k) instructions; jumps are relative."""
     deny = (_RET, 0, 0, _RET_ERRNO | _EACCES)
@@ -95,11 +103,11 @@ def _program(
     for number in (io_uring, *keyrings):
         checks += [(_JEQ, 0, 1, number), deny]
     checks += [(_JEQ, 0, 1, _OPENAT2), (_RET, 0, 0, _RET_ERRNO | _ENOSYS)]  # callers fall back
-    for number, argument in modes:
+    for number, argument, bits in flagged:
         checks += [
             (_JEQ, 0, 4, number),
             (_LD_ABS, 0, 0, 16 + 8 * argument),
-            (_JSET, 0, 1, _SET_ID_BITS),
+            (_JSET, 0, 1, bits),
             deny,
             allow,
         ]
