@@ -92,6 +92,23 @@ def test_a_forwarded_pycache_prefix_feeds_nothing_to_the_start_up(
     assert not [p for p in written if "pysandboxes" in p], written
 
 
+def test_a_pycache_prefix_option_feeds_nothing_to_the_start_up(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # -X pycache_prefix= is PYTHONPYCACHEPREFIX given as an option: the start-up would
+    # read (and write) there the cache of every module it imports before the walls.
+    (project / "cache").mkdir()
+    (project / ".py-sandboxes").write_text("expose-rw=./cache\npython-import=sys\n")
+    prefix = f"pycache_prefix={project}/cache"
+    py("-X", prefix, "-c", "import json")
+    assert list((project / "cache").rglob("*.pyc")), "no cache written: the probe proves nothing"
+    for cached in (project / "cache").rglob("*.pyc"):
+        cached.unlink()
+    result = sb("-X", prefix, "-c", "import sys; print(sys.pycache_prefix)")
+    assert result.stdout == f"{project}/cache\n", result.stderr  # the program still gets it
+    assert not list((project / "cache").rglob("*.pyc"))
+
+
 def test_a_loader_variable_naming_a_writable_place_stops_the_run(sb: Runner, project: Path) -> None:
     (project / "rw").mkdir()
     rules = "expose-rw=./rw\nenv=LD_PRELOAD=${PWD}/rw/evil.so\n"
@@ -101,6 +118,84 @@ def test_a_loader_variable_naming_a_writable_place_stops_the_run(sb: Runner, pro
     assert "LD_PRELOAD names" in result.stderr
     assert "where the sandbox may write" in result.stderr
     assert "ran" not in result.stdout
+
+
+EVIL_LIBRARY = r"""
+#include <stdio.h>
+__attribute__((constructor)) static void planted(void) {
+    FILE *out = fopen(MARKER, "w");
+    if (out) fclose(out);
+}
+"""
+
+
+@pytest.mark.parametrize("value", [":/opt/none", "/opt/none::/usr/lib", "lib"])
+def test_a_loader_variable_reading_the_working_directory_stops_the_run(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path, value: str
+) -> None:
+    # "export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/lib" with the variable unset gives an
+    # empty first entry: the loader searches the working directory, which a sandbox
+    # with expose-rw=. fills with a libm.so.6 that the next start-up loads before the walls.
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    libm = Path("/lib/x86_64-linux-gnu/libm.so.6")
+    if compiler is None or not libm.exists():
+        pytest.skip("no C compiler or no x86-64 libm to stand in for")
+    marker = tmp_path / "outside-marker"
+    source = tmp_path / "evil.c"
+    source.write_text(EVIL_LIBRARY.replace("MARKER", f'"{marker}"'))
+    place = project / ("lib" if value == "lib" else ".")
+    place.mkdir(exist_ok=True)
+    command = [compiler, "-shared", "-fPIC", "-o", str(place / "libm.so.6"), str(source)]
+    command += [f"-Wl,--filter={libm}", "-Wl,-soname,libm.so.6"]
+    subprocess.run(command, check=True)
+    env = {"LD_LIBRARY_PATH": value}
+    py("-c", "pass", env=env)
+    assert marker.exists(), "the planted library is not loaded: the probe proves nothing"
+    marker.unlink()
+    # The value is the rule's own: python-sb's environment must not load it itself.
+    (project / ".py-sandboxes").write_text(f"expose-rw=.\nenv=LD_LIBRARY_PATH={value}\n")
+    result = sb("-c", "print('ran')")
+    assert result.returncode == 255, result.stderr
+    assert "LD_LIBRARY_PATH names" in result.stderr
+    assert "ran" not in result.stdout
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("where", ["pythonpath", "site-packages"])
+def test_a_writable_module_search_path_stops_the_run(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path, where: str
+) -> None:
+    # A directory on the module search path (PYTHONPATH, site-packages, the directory of
+    # a project installed in editable mode) is read at the next start-up, by python-sb
+    # itself first: a sitecustomize.py planted there runs with the user's rights.
+    import site
+    import sys
+
+    marker = tmp_path / "outside-marker"
+    (project / "payload.txt").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    plant = "open('sitecustomize.py', 'w').write(open('payload.txt').read())\nprint('planted')\n"
+    (project / "plant.py").write_text(plant)
+    env = {"PYTHONPATH": str(project)} if where == "pythonpath" else {}
+    if where == "pythonpath":
+        py("plant.py")
+        py("-c", "pass", env=env)
+        assert marker.exists(), "sitecustomize.py did not run: the probe proves nothing"
+        marker.unlink()
+        (project / "sitecustomize.py").unlink()
+        rules = "expose-rw=.\n"
+    else:
+        site_packages = next(p for p in sys.path if p.endswith("site-packages"))
+        assert site_packages in [*site.getsitepackages(), site_packages]
+        rules = f"expose-rw=.\nexpose-rw={site_packages}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    result = sb("plant.py", env=env)
+    assert result.returncode == 255, result.stderr
+    assert "where python-sb's own interpreter loads code from" in result.stderr
+    assert "planted" not in result.stdout
+    assert not (project / "sitecustomize.py").exists()
 
 
 def test_a_user_site_the_sandbox_may_write_is_not_read_at_start_up(

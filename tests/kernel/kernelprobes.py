@@ -45,3 +45,31 @@ def need_abi(version: int, feature: str) -> None:
     abi = landlock_abi()
     if abi < version:
         pytest.skip(f"kernel without Landlock ABI >= {version} (has {abi}): no {feature}")
+
+
+#: Connect to ``port`` over MPTCP, which speaks plain TCP to a server without MPTCP:
+#: Landlock's TCP port rules apply to TCP sockets only.
+CONNECT_MPTCP = """
+fd = libc.socket(2, 1, 262)  # IPPROTO_MPTCP
+if fd < 0:
+    outcome(fd)
+else:
+    outcome(libc.connect(fd, sockaddr({port}), 16))
+"""
+
+
+def mptcp_enabled() -> bool:
+    """Whether this host makes MPTCP sockets at all (the probe's positive control)."""
+    try:
+        with open("/proc/sys/net/mptcp/enabled") as handle:
+            return handle.read().strip() == "1"
+    except OSError:
+        return False
+
+
+#: Send to ``port`` with TCP Fast Open: ``sendto(MSG_FASTOPEN)`` connects the socket
+#: without the connect hook Landlock's port rules rely on.
+SEND_FASTOPEN = """
+fd = libc.socket(2, 1, 0)
+outcome(libc.sendto(fd, b"fastopen", 8, 0x20000000, sockaddr({port}), 16))
+"""

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from kernelprobes import NATIVE, NATIVE_RULES, Listener
+from kernelprobes import CONNECT_MPTCP, NATIVE, NATIVE_RULES, SEND_FASTOPEN, Listener, mptcp_enabled
 
 from pysandboxes._os.select import unavailable_reason
 
@@ -130,6 +130,37 @@ class NamespaceProbes:
         # No route to the host's loopback: refused at once (no DROP rule to wait on).
         assert result.stdout.startswith("REFUSED"), result.stderr
         assert result.stdout.endswith("True\n"), result.stdout
+        time.sleep(0.3)
+        assert tcp.received == 1
+
+    def test_cant_reach_a_port_no_rule_allows_over_mptcp(
+        self, sb: Runner, py: Runner, project: Path, tcp: Listener
+    ) -> None:
+        if not mptcp_enabled():
+            pytest.skip("MPTCP is disabled on this host: nothing to refuse")
+        allow = "net=ALLOW|tcp|127.0.0.1|443|OUT\n"
+        (project / ".py-sandboxes").write_text(rules(self.provider) + allow)
+        script = probe(project, CONNECT_MPTCP.format(port=tcp.port))
+        assert py(script).stdout == "DONE\n"
+        time.sleep(0.3)
+        assert tcp.received == 1
+        result = sb(script)
+        assert result.stdout == "REFUSED EPERM\n", result.stderr
+        time.sleep(0.3)
+        assert tcp.received == 1
+
+    def test_cant_reach_a_port_no_rule_allows_with_tcp_fast_open(
+        self, sb: Runner, py: Runner, project: Path, tcp: Listener
+    ) -> None:
+        (project / ".py-sandboxes").write_text(
+            rules(self.provider) + "net=ALLOW|tcp|127.0.0.1|443|OUT\n"
+        )
+        script = probe(project, SEND_FASTOPEN.format(port=tcp.port))
+        assert py(script).stdout == "DONE\n"
+        time.sleep(0.3)
+        assert tcp.received == 1
+        result = sb(script)
+        assert result.stdout == "REFUSED EPERM\n", result.stderr
         time.sleep(0.3)
         assert tcp.received == 1
 

@@ -10,11 +10,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from kernelprobes import NATIVE, NATIVE_RULES, Listener, need_abi
+from kernelprobes import (
+    CONNECT_MPTCP,
+    NATIVE,
+    NATIVE_RULES,
+    SEND_FASTOPEN,
+    Listener,
+    mptcp_enabled,
+    need_abi,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
@@ -77,6 +86,38 @@ def test_cant_connect_to_a_port_no_rule_allows(
     assert tcp.received == 1
     result = sb(script)
     assert result.stdout == "REFUSED EACCES\n", result.stderr
+    time.sleep(0.3)
+    assert tcp.received == 1
+
+
+def test_cant_reach_a_port_no_rule_allows_over_mptcp(
+    sb: Runner, py: Runner, project: Path, tcp: Listener
+):
+    need_abi(4, "TCP port rules")
+    if not mptcp_enabled():
+        pytest.skip("MPTCP is disabled on this host: nothing to refuse")
+    rules = NATIVE_RULES + "net=ALLOW|tcp|127.0.0.1|443|OUT\n"
+    (project / ".py-sandboxes").write_text(rules)
+    script = probe(project, CONNECT_MPTCP.format(port=tcp.port))
+    assert py(script).stdout == "DONE\n"
+    time.sleep(0.3)
+    assert tcp.received == 1
+    result = sb(script)
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
+    time.sleep(0.3)
+    assert tcp.received == 1
+
+
+def test_cant_reach_a_port_no_rule_allows_with_tcp_fast_open(
+    sb: Runner, py: Runner, project: Path, tcp: Listener
+) -> None:
+    (project / ".py-sandboxes").write_text(NATIVE_RULES + "net=ALLOW|tcp|127.0.0.1|443|OUT\n")
+    script = probe(project, SEND_FASTOPEN.format(port=tcp.port))
+    assert py(script).stdout == "DONE\n"
+    time.sleep(0.3)
+    assert tcp.received == 1
+    result = sb(script)
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
     time.sleep(0.3)
     assert tcp.received == 1
 
@@ -254,3 +295,174 @@ def test_root_keeps_no_capability(sb: Runner, py: Runner, project: Path):
     (project / ".py-sandboxes").write_text(NATIVE_RULES)
     result = sb(script)
     assert result.stdout == "EFFECTIVE 0\n", result.stderr
+
+
+KEYCTL = 250  # x86-64
+
+READ_SESSION_KEY = """
+libc.syscall.restype = ctypes.c_long
+key = libc.syscall(KEYCTL, 10, -3, b"user", b"pysandboxes-probe", 0)  # SEARCH, session
+outcome(key)
+if key >= 0:
+    buffer = ctypes.create_string_buffer(100)
+    size = libc.syscall(KEYCTL, 11, ctypes.c_long(key), buffer, 100)  # READ
+    print(buffer.raw[:max(size, 0)].decode())
+"""
+
+# Started by plain python in a session keyring of its own holding one key, as a shell's
+# session holds Kerberos tickets or cached passwords; argv is the command to run.
+IN_A_SESSION_WITH_A_KEY = """
+import ctypes, subprocess, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+assert libc.syscall(KEYCTL, 1, b"pysandboxes-test") > 0  # JOIN_SESSION_KEYRING
+assert libc.syscall(248, b"user", b"pysandboxes-probe", b"SESSION-SECRET", 14, -3) > 0
+sys.exit(subprocess.run(sys.argv[1:], check=False).returncode)
+"""
+
+
+def test_cant_read_the_launching_sessions_keys(py: Runner, project: Path, python_sb: str) -> None:
+    """keyctl is not mediated by Landlock nor the namespaces: the sandbox leaves the
+    session keyring it inherited before the program runs."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the probe knows the keyctl and add_key numbers of x86-64 only")
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    probe(project, f"KEYCTL = {KEYCTL}\n" + READ_SESSION_KEY)
+    launcher = project / "launcher.py"
+    launcher.write_text(f"KEYCTL = {KEYCTL}\n" + IN_A_SESSION_WITH_A_KEY)
+    control = py("launcher.py", sys.executable, "probe.py")
+    assert control.stdout == "DONE\nSESSION-SECRET\n", control.stderr
+    result = py("launcher.py", python_sb, "probe.py")
+    # ENOKEY: a session keyring of its own; EPERM: keyctl itself is filtered.
+    assert result.stdout in ("REFUSED ENOKEY\n", "REFUSED EPERM\n"), result.stderr
+
+
+READ_SHARED_MEMORY = """
+libc.shmat.restype = ctypes.c_void_p
+segment = libc.shmget(int(sys.argv[1]), 0, 0)
+outcome(segment)
+if segment >= 0:
+    print(ctypes.string_at(libc.shmat(segment, None, 0), 13).decode())
+"""
+
+
+@pytest.mark.parametrize("network", [False, True], ids=["no-network", "with-network"])
+def test_cant_read_the_hosts_system_v_shared_memory(
+    sb: Runner, py: Runner, project: Path, network: bool
+) -> None:
+    """System V objects are found by a key, not a path: Landlock does not see them; an IPC
+    namespace of the sandbox's own does (made with the network one, or alone as root)."""
+    import ctypes
+
+    if network and os.geteuid() != 0:
+        pytest.skip("with net= rules, an unprivileged sandbox shares the host's IPC")
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.shmat.restype = ctypes.c_void_p
+    key = int.from_bytes(os.urandom(3), "big") + 0x10000
+    segment = libc.shmget(key, 4096, 0o1600)  # IPC_CREAT, owner-only
+    assert segment >= 0
+    try:
+        ctypes.memmove(libc.shmat(segment, None, 0), b"HOST-SECRET-1\0", 14)
+        rules = NATIVE_RULES + ("net=ALLOW|tcp|127.0.0.1|443|OUT\n" if network else "")
+        (project / ".py-sandboxes").write_text(rules)
+        script = probe(project, READ_SHARED_MEMORY)
+        assert py(script, str(key)).stdout == "DONE\nHOST-SECRET-1\n"
+        result = sb(script, str(key))
+        assert result.stdout == "REFUSED EPERM\n", result.stderr  # System V IPC: filtered
+    finally:
+        libc.shmctl(segment, 0, None)  # IPC_RMID
+
+
+LINGER = """
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:  # a daemon: no parent left in the program, no output shared
+        null = os.open("/dev/null", os.O_RDWR)
+        for stream in (0, 1, 2):
+            os.dup2(null, stream)
+        for _ in range(40):
+            time.sleep(0.1)
+            with open("out/alive", "a") as handle:
+                handle.write(".")
+    os._exit(0)
+print("program ends")
+"""
+
+
+def test_nothing_the_program_started_outlives_the_run(sb: Runner, py: Runner, project: Path):
+    """bwrap and unshare end their namespaces with the program; under landlock the waiter
+    is the reaper of what the program detached, and ends it."""
+    (project / "out").mkdir()
+    alive = project / "out" / "alive"
+    (project / "linger.py").write_text(LINGER)
+    assert py("linger.py").stdout == "program ends\n"
+    time.sleep(1)
+    assert alive.exists(), "the daemon did not run under plain python"
+    time.sleep(4)
+    alive.unlink()
+    rules = "expose-ro=.\nexpose-rw=./out\npython-api=ALLOW:os.fork, os.setsid\n"
+    (project / ".py-sandboxes").write_text(rules + "python-import=os, time\n")
+    result = sb("linger.py")
+    assert result.stdout == "program ends\n", result.stderr
+    size = alive.stat().st_size if alive.exists() else 0
+    time.sleep(1)
+    assert (alive.stat().st_size if alive.exists() else 0) == size, "the daemon still runs"
+
+
+CONNECT_UNIX = """
+fd = libc.socket(1, 1, 0)
+path = sys.argv[1].encode()
+outcome(libc.connect(fd, ctypes.create_string_buffer(b"\\x01\\x00" + path, 110), 110))
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="documented open route: Landlock (ABI <= 7) does not mediate connecting to a "
+    "UNIX socket file; only bwrap's view hides them",
+)
+def test_cant_connect_to_a_unix_socket_outside_the_rules(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path
+) -> None:
+    # A tmux server, an ssh agent, the D-Bus session bus: several run commands outside.
+    import socket
+
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp_path / "service.sock"))
+    server.listen(8)
+    try:
+        # With a read-write exposure AF_UNIX sockets may be made (without one, the
+        # seccomp filter refuses them: tests/kernel/test_seccomp.py).
+        (project / "data").mkdir()
+        (project / ".py-sandboxes").write_text(NATIVE_RULES + "expose-rw=./data\n")
+        script = probe(project, CONNECT_UNIX)
+        assert py(script, str(tmp_path / "service.sock")).stdout == "DONE\n"
+        result = sb(script, str(tmp_path / "service.sock"))
+        assert result.stdout.startswith("REFUSED"), result.stderr
+    finally:
+        server.close()
+
+
+SET_USER_ID = """
+outcome(libc.chmod(sys.argv[1].encode(), 0o4755))
+"""
+
+
+def test_cant_make_a_program_outside_the_rules_set_user_id(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path
+) -> None:
+    """Landlock does not mediate chmod: run as root, a sandbox could make any root-owned
+    program set-user-ID, a root shell for every user of the host. The filter refuses the
+    set-ID bits (other mode changes outside the rules stay open: docs/security.md)."""
+    program = tmp_path / "program"
+    program.write_bytes(b"#!/bin/sh\n")
+    program.chmod(0o755)
+    (project / ".py-sandboxes").write_text(NATIVE_RULES)
+    script = probe(project, SET_USER_ID)
+    assert py(script, str(program)).stdout == "DONE\n"
+    assert program.stat().st_mode & 0o4000
+    program.chmod(0o755)
+    result = sb(script, str(program))
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
+    assert not program.stat().st_mode & 0o4000

@@ -76,6 +76,9 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
                 drop_capabilities()
             except OSError as exc:
                 raise OSLayerUnavailable(str(exc.strerror), provider="unshare") from exc
+        from pysandboxes._os.keyring import leave_session_keyring
+
+        leave_session_keyring(spec.provider)  # the launching session's keys stay outside
         plan = plan_for(spec, roots, program, ("/proc",) if namespaced else ())
         reason = landlock.unavailable_reason()
         if reason is not None:
@@ -84,7 +87,7 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
             from pysandboxes._os.netns import isolate_network
 
             if not plan.network and not namespaced:
-                isolate_network()
+                isolate_network()  # and IPC (the seccomp filter refuses System V IPC too)
             layer = landlock.apply(plan)
         # As root the process would keep root's capabilities, which Landlock does not
         # mediate (host name, clock, BPF...): give them all up, under every provider.

@@ -24,7 +24,7 @@ from pysandboxes._policy.lines import display_name
 from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._policy.parser import parse_policy
 from pysandboxes._record import record
-from pysandboxes._spec import BOOT, LaunchSpec, Program, deferred, encode
+from pysandboxes._spec import BOOT, PYCACHE_OPTION, LaunchSpec, Program, deferred, encode
 from pysandboxes._startup import refuse_planted_code, startup_flags
 from pysandboxes._waiter import WATCHED, finish, remove_tree, wait
 from pysandboxes.errors import ConfigSyntaxError
@@ -133,7 +133,13 @@ def build_spec(
         protected.append(output)
     tempdir = make_private_dir()
     try:
-        refuse_planted_code(policy, child_env, tempdir)
+        refuse_planted_code(
+            policy,
+            child_env,
+            tempdir,
+            cwd,
+            sandboxed=learning is None and selection.provider != "none",
+        )
     except ConfigSyntaxError:
         remove_tree(tempdir)
         raise
@@ -148,7 +154,8 @@ def build_spec(
         learning=learning.spec if learning is not None else None,
         # A learning run lets everything through: the kernel layer is relaxed for it alone.
         provider="subprocess" if learning is not None else selection.provider,
-        deferred_env=tuple((k, child_env.pop(k)) for k in sorted(child_env) if deferred(k)),
+        deferred_env=tuple((k, child_env.pop(k)) for k in sorted(child_env) if deferred(k))
+        + tuple((PYCACHE_OPTION, value) for value in _pycache_prefixes(request.python_flags)),
         startup_flags=startup_flags(request.python_flags, policy, child_env, tempdir),
     )
     return spec, child_env, learning
@@ -204,7 +211,32 @@ def blank_environment_block() -> None:
         pass  # not Linux, or /proc is unavailable: the kernel layer must cover it
 
 
+def _pycache_prefixes(flags: Sequence[str]) -> list[str]:
+    """The values of ``-X pycache_prefix=`` among the interpreter options (the last wins)."""
+    from itertools import pairwise
+
+    pairs = pairwise(flags)
+    return [v.partition("=")[2] for f, v in pairs if f == "-X" and _is_pycache_prefix(v)][-1:]
+
+
+def _is_pycache_prefix(option: str) -> bool:
+    return option.partition("=")[0] == "pycache_prefix"
+
+
+def _without_pycache_prefix(flags: Sequence[str]) -> list[str]:
+    """The options without ``-X pycache_prefix=``: a bytecode cache the sandbox may write
+    would feed the next start-up, before the walls; the child sets it once they are up."""
+    kept: list[str] = []
+    for flag in flags:
+        if kept and kept[-1] == "-X" and _is_pycache_prefix(flag):
+            kept.pop()
+            continue
+        kept.append(flag)
+    return kept
+
+
 def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str], cwd: str) -> int:
+    flags = _without_pycache_prefix(flags)
     read_end, write_end = os.pipe()
     os.set_inheritable(read_end, True)  # bwrap and unshare keep inherited descriptors
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -252,10 +284,12 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     spec, child_env, learning = build_spec(request, cwd, os.environ)
     keep: set[int] = {spec.learning.event_fd} if spec.learning is not None else set()
     keep_only_standard_streams(keep)
-    if learning is not None:
+    if learning is not None or spec.provider != "none":
         from pysandboxes._waiter import adopt_orphans
 
-        adopt_orphans()  # the waiter ends what the program leaves before writing rules
+        # The waiter ends what the program leaves running (a double fork, setsid): under
+        # landlock nothing else would, and a sandboxed process would outlive the run.
+        adopt_orphans()
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     tempdir = spec.tempdir or ""
     try:
@@ -285,7 +319,11 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     except OSError:
         blank_environment_block()  # the host environment stays here: hide what we can
     if learning is None:
-        return finish(wait(pid, relay), tempdir)
+        from pysandboxes._waiter import end_leftovers
+
+        status = wait(pid, relay)
+        end_leftovers()
+        return finish(status, tempdir)
     from pysandboxes._learn.session import Collector, conclude
     from pysandboxes._waiter import end_leftovers
 

@@ -87,8 +87,11 @@ def apply_warning_filters() -> None:
     cache the sandbox may write would feed the next start-up), and the filters of
     ``PYTHONWARNINGS`` (a category names a module to import), applied now, under the
     guards."""
+    option = os.environ.pop("PYSANDBOXES_X_PYCACHE_PREFIX", None)  # -X pycache_prefix=
     prefix = os.environ.get("PYTHONPYCACHEPREFIX")
-    if prefix and sys.pycache_prefix is None and not sys.flags.ignore_environment:
+    if option is not None:
+        sys.pycache_prefix = os.path.abspath(option) if option else None
+    elif prefix and sys.pycache_prefix is None and not sys.flags.ignore_environment:
         sys.pycache_prefix = os.path.abspath(prefix)
     filters = [f for f in os.environ.get("PYTHONWARNINGS", "").split(",") if f]
     if filters and not sys.flags.ignore_environment:

@@ -62,6 +62,12 @@ STARTUP_VARIABLES = frozenset(
 )
 
 
+#: The deferred entry that carries ``-X pycache_prefix=``, taken off the start-up's options
+#: for the same reason as ``PYTHONPYCACHEPREFIX``; the child removes it from the
+#: environment when it sets ``sys.pycache_prefix``.
+PYCACHE_OPTION = "PYSANDBOXES_X_PYCACHE_PREFIX"
+
+
 def deferred(name: str) -> bool:
     """Whether the variable ``name`` waits for the walls (see ``LaunchSpec.deferred_env``)."""
     return name.startswith("PYTHON") and name not in STARTUP_VARIABLES

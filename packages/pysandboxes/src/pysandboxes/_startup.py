@@ -31,34 +31,80 @@ def _writable(path: str, policy: Policy, tempdir: str) -> bool:
     return any(real == p or real.startswith(p.rstrip("/") + "/") for p in places)
 
 
-def _overlap(one: str, other: str) -> bool:
-    """Whether one path is the other, or lies inside it, or holds it."""
-    one, other = one.rstrip("/") or "/", other.rstrip("/") or "/"
-    return (
-        one == other
-        or one.startswith(other.rstrip("/") + "/")
-        or other.startswith(one.rstrip("/") + "/")
-    )
+#: Variables whose entries are directories: an empty entry is the working directory.
+_DIRECTORY_LISTS = frozenset({"LD_LIBRARY_PATH", "GCONV_PATH", "LOCPATH"})
+
+
+def _loader_places(name: str, value: str, cwd: str) -> list[str]:
+    """The places the loader would read for ``name=value``, as it reads them.
+
+    An empty entry of a directory list is the working directory, and a relative entry is
+    read from it (``LD_LIBRARY_PATH=:/opt/lib``, from ``export V=$V:/opt/lib`` with ``V``
+    unset, searches the working directory first); ``$ORIGIN`` is the interpreter's
+    directory. A bare name in ``LD_PRELOAD`` or ``LD_AUDIT`` is a library the loader looks
+    up in its search path, which the other variables describe.
+    """
+    origin = os.path.dirname(os.path.realpath(sys.executable))
+    places: list[str] = []
+    separators = " :" if name == "LD_PRELOAD" else ":;" if name == "LD_LIBRARY_PATH" else ":"
+    parts = [value]
+    for separator in separators:
+        parts = [piece for part in parts for piece in part.split(separator)]
+    for part in parts:
+        part = part.replace("${ORIGIN}", origin).replace("$ORIGIN", origin)
+        if not part:
+            if name in _DIRECTORY_LISTS and value:
+                places.append(cwd)
+            continue
+        if name not in _DIRECTORY_LISTS and "/" not in part:
+            continue  # a library name, looked up in the system's directories
+        places.append(os.path.join(cwd, part))
+    return places
+
+
+def _within(path: str, place: str) -> bool:
+    """Whether ``path`` is ``place`` or lies inside it."""
+    return path == place or path.startswith(place.rstrip("/") + "/")
 
 
 def launcher_code_places() -> list[str]:
-    """Where this interpreter loads code from: its import path (the script's directory,
-    the standard library, ``site-packages``, whose ``.pth`` files run at start-up) and
-    the user's site, even before it exists (a writable parent could make it)."""
-    import site
+    """Where this interpreter and the sandboxed one load code from: python-sb's import
+    path (the script's directory, the standard library, ``site-packages``, whose ``.pth``
+    files run at start-up, ``PYTHONPATH``, the working directory under ``-m``), the
+    directories a project installed in editable mode puts there, the interpreter and its
+    library, and the user's site, even before it exists (a writable parent could make it).
+    """
+    from pysandboxes._view import interpreter_libraries, interpreter_roots, launcher_search_path
 
-    places = [entry for entry in sys.path if entry and os.path.isabs(entry)]
-    if site.ENABLE_USER_SITE:
-        places.append(site.getusersitepackages())
+    places = [*interpreter_roots(launcher_search_path()), *interpreter_libraries()]
+    places.append(sys.executable)
+    places += [os.path.abspath(entry or ".") for entry in sys.path]
+    places += _library_trees()
     return list(dict.fromkeys(os.path.realpath(place) for place in places))
 
 
+def _library_trees() -> list[str]:
+    """The trees whose every module python-sb's interpreter may import: the standard
+    library and the site directories. Writing anywhere inside one changes its code."""
+    import site
+    import sysconfig
+
+    trees = [sysconfig.get_paths()["stdlib"], *site.getsitepackages()]
+    if site.ENABLE_USER_SITE:
+        trees.append(site.getusersitepackages())
+    return [os.path.realpath(tree) for tree in trees]
+
+
 def _launcher_issues(policy: Policy, places: Iterable[str]) -> list[ConfigIssue]:
+    """Each writable rule holding one of ``places``, or lying inside a library tree."""
+    trees = _library_trees()
     issues: list[ConfigIssue] = []
     for rule in policy.expose:
         if not rule.writable:
             continue
-        reached = next((place for place in places if _overlap(rule.path, place)), None)
+        path = os.path.realpath(rule.path)
+        reached = next((place for place in places if _within(place, path)), None)
+        reached = reached or next((tree for tree in trees if _within(path, tree)), None)
         if reached is not None:
             issues.append(
                 ConfigIssue(
@@ -74,14 +120,23 @@ def _launcher_issues(policy: Policy, places: Iterable[str]) -> list[ConfigIssue]
     return issues
 
 
-def refuse_planted_code(policy: Policy, child_env: Mapping[str, str], tempdir: str) -> None:
+def refuse_planted_code(
+    policy: Policy,
+    child_env: Mapping[str, str],
+    tempdir: str,
+    cwd: str,
+    *,
+    sandboxed: bool = True,
+) -> None:
     """Refuse rules that let the sandbox plant code for the next run (see the module
-    docstring). Raises ``ConfigSyntaxError`` with every such rule."""
-    issues = _launcher_issues(policy, launcher_code_places())
+    docstring); ``sandboxed``: whether this run is one (a learning run or ``none`` has no
+    walls to keep, but its loader variables still load before Python). Raises
+    ``ConfigSyntaxError`` with every such rule."""
+    issues = _launcher_issues(policy, launcher_code_places()) if sandboxed else []
     for name in LOADER_VARIABLES:
         value = child_env.get(name, "")
-        for part in value.replace(" ", ":").split(":"):
-            if part and os.path.isabs(part) and _writable(part, policy, tempdir):
+        for part in _loader_places(name, value, cwd):
+            if _writable(part, policy, tempdir):
                 rule = next((r.origin for r in policy.env if r.name in (name, "*")), None)
                 issues.append(
                     ConfigIssue(

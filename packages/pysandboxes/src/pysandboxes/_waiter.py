@@ -108,7 +108,9 @@ def main() -> None:
     pid, tempdir = int(sys.argv[1]), sys.argv[2]
     relay = sys.argv[3] if len(sys.argv) > 3 else ""
     if len(sys.argv) < 5:
-        sys.exit(finish(wait(pid, relay), tempdir))
+        status = wait(pid, relay)
+        end_leftovers()  # what the program left running ends with it (see adopt_orphans)
+        sys.exit(finish(status, tempdir))
     from pysandboxes._learn.session import Collector, conclude, parse_plan
 
     plan = parse_plan(sys.argv[4])

@@ -27,12 +27,15 @@ if TYPE_CHECKING:
     import ctypes
 
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
 _CAPABILITY_VERSION_3 = 0x20080522
 
 
 def isolate_network() -> None:
-    """Move this process into a new, empty network namespace.
+    """Move this process into a new, empty network namespace, and a new IPC namespace:
+    System V shared memory, semaphores and message queues of the host are reached by a
+    key, not a path, and Landlock does not mediate them.
 
     Raises:
         OSLayerUnavailable: the kernel refused both ways of making one.
@@ -40,11 +43,11 @@ def isolate_network() -> None:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(ctypes.c_int(_CLONE_NEWNET)) == 0:
-        return  # privileged: the namespace alone is enough
+    if libc.unshare(ctypes.c_int(_CLONE_NEWNET | _CLONE_NEWIPC)) == 0:
+        return  # privileged: the namespaces alone are enough
     first = ctypes.get_errno()
     uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWNET)) != 0:
+    if libc.unshare(ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWIPC)) != 0:
         code = ctypes.get_errno()
         raise OSLayerUnavailable(
             "cannot make a network namespace for a sandbox without network rules: "
@@ -62,6 +65,14 @@ def isolate_network() -> None:
             provider="landlock",
         ) from exc
     _drop_capabilities(libc)
+
+
+def isolate_ipc() -> bool:
+    """Move this process into a new IPC namespace when it may without a user namespace
+    (as root); ``False`` when it may not, and System V IPC stays the host's."""
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).unshare(ctypes.c_int(_CLONE_NEWIPC)) == 0
 
 
 def _write(path: str, text: str) -> None:

@@ -26,6 +26,8 @@ PROCESSES = "processes"
 TERMINAL_INPUT = "terminal-input"
 KERNEL_INTERFACES = "kernel-interfaces"
 UNIX_SOCKETS = "unix-sockets"
+IPC = "ipc"
+SOCKET_PROTOCOLS = "socket-protocols"
 
 
 @record
@@ -91,11 +93,17 @@ class AppliedLayer:
         """Whether ``concern`` (one of this module's names) is enforced by the kernel."""
         return concern in self.enforced
 
+    def with_missing(self, concern: str, reason: str) -> AppliedLayer:
+        """This layer, with ``concern`` not enforced, for ``reason``."""
+        return AppliedLayer(
+            self.provider, self.abi, self.enforced, (*self.missing, (concern, reason)), self.skipped
+        )
+
 
 def in_namespaces(provider: str, plan: ConfinementPlan, inner: AppliedLayer) -> AppliedLayer:
     """The layer of a namespace provider: what its namespaces enforce, plus ``inner``
     (Landlock applied inside them, or ``none`` with the reason)."""
-    enforced = [*inner.enforced, PROCESSES, SIGNALS]  # a pid namespace of its own
+    enforced = [*inner.enforced, PROCESSES, SIGNALS, IPC]  # pid and IPC namespaces of their own
     if provider == "bwrap":
         # Unexposed paths, socket files included, do not exist in the view.
         enforced += [MOUNT_VIEW, UNIX_SOCKETS]

@@ -153,6 +153,19 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
             "" if host.signals else "the Python layer refuses os.kill of other processes only",
         )
     )
+    view = "bwrap mount view" if selection.provider == "bwrap" else NO
+    rows.append(
+        LayerRow(
+            "-",
+            "modes, extended attributes and times of files outside the rules cannot change",
+            python,
+            view,
+            ""
+            if view != NO
+            else "Landlock does not mediate chmod, setxattr or utimes: only "
+            "set-ID bits are refused (seccomp); native code can chmod any file the user owns",
+        )
+    )
     rows.append(
         LayerRow(
             "-",

@@ -16,6 +16,14 @@ means, and Python programs have no use for them:
   netlink query fails.
 - ``io_uring_*``, ``bpf``, ``perf_event_open``, ``userfaultfd``: large kernel interfaces,
   the usual first step of a kernel exploit, unused by Python programs.
+- TCP past Landlock's port rules: MPTCP and SCTP sockets (Landlock's rules hold for TCP
+  sockets only; an MPTCP socket speaks plain TCP to any server), and ``MSG_FASTOPEN``,
+  which connects a TCP socket from ``sendto``/``sendmsg`` without the hook the port rules
+  rely on.
+- Set-user-ID and set-group-ID modes (``chmod``, ``open`` and their kin): Landlock does
+  not mediate ``chmod``, and as root any system program made set-user-ID is a root shell
+  for every user. ``openat2``, whose mode the filter cannot read, fails with ``ENOSYS``
+  (callers fall back to ``openat``).
 - New namespaces (``unshare``, ``clone`` with a ``CLONE_NEW*`` flag): inside a user
   namespace of its own a process holds every capability over it, which opens much of the
   kernel to it. ``clone3`` passes its flags in memory, out of a filter's sight: it fails
@@ -36,14 +44,20 @@ import struct
 from .plan import KERNEL_INTERFACES, TERMINAL_INPUT, UNIX_SOCKETS, AppliedLayer, ConfinementPlan
 
 #: Offsets in ``struct seccomp_data``: nr, arch, instruction pointer, args[6].
-_NR, _ARCH, _ARG0_LOW, _ARG1_LOW = 0, 4, 16, 24
+_NR, _ARCH, _ARG0_LOW, _ARG1_LOW, _ARG2_LOW = 0, 4, 16, 24, 32
 _AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
+_SOCK_SEQPACKET = 5  # over IPv4 or IPv6: SCTP
+_IPPROTO_SCTP, _IPPROTO_MPTCP = 132, 262
+_SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
+_MSG_FASTOPEN = 0x20000000
+_OPENAT2 = 437  # the same on both ABIs; its mode is in a struct the filter cannot read
 
 # Classic BPF opcodes (linux/filter.h).
 _LOAD_WORD = 0x20  # BPF_LD | BPF_W | BPF_ABS
 _JUMP_EQUAL = 0x15  # BPF_JMP | BPF_JEQ | BPF_K
 _JUMP_AT_LEAST = 0x35  # BPF_JMP | BPF_JGE | BPF_K
 _JUMP_ANY_BIT = 0x45  # BPF_JMP | BPF_JSET | BPF_K
+_AND = 0x54  # BPF_ALU | BPF_AND | BPF_K
 _RETURN = 0x06  # BPF_RET | BPF_K
 
 _ALLOW = 0x7FFF0000  # SECCOMP_RET_ALLOW
@@ -62,11 +76,17 @@ class _Abi:
     """The audit architecture and the numbers of the refused calls on one ABI."""
 
     def __init__(
-        self, arch: int, calls: tuple[int, ...], refused: dict[str, int], x32: bool
+        self,
+        arch: int,
+        calls: tuple[int, ...],
+        refused: dict[str, int],
+        flagged: tuple[tuple[int, int, int], ...],
+        x32: bool,
     ) -> None:
         self.arch = arch
         self.ioctl, self.socket, self.listen, self.clone, self.clone3 = calls
         self.refused = refused
+        self.flagged = flagged  # (call, argument, bits): refused when any bit is set
         self.x32 = x32
 
 
@@ -98,6 +118,11 @@ _ABIS = {
             "msgctl": 71,
             "semtimedop": 220,
         },
+        # open, creat, openat, chmod, fchmod, fchmodat, fchmodat2: a set-ID mode;
+        # sendto, sendmsg, sendmmsg: MSG_FASTOPEN.
+        tuple((n, a, _SET_ID_BITS) for n, a in ((2, 2), (85, 1), (257, 3), (90, 1), (91, 1)))
+        + ((268, 2, _SET_ID_BITS), (452, 2, _SET_ID_BITS))
+        + ((44, 3, _MSG_FASTOPEN), (46, 2, _MSG_FASTOPEN), (307, 3, _MSG_FASTOPEN)),
         x32=True,
     ),
     "aarch64": _Abi(
@@ -127,6 +152,9 @@ _ABIS = {
             "shmat": 196,
             "shmdt": 197,
         },
+        # openat, fchmod, fchmodat, fchmodat2; sendto, sendmsg, sendmmsg.
+        tuple((n, a, _SET_ID_BITS) for n, a in ((56, 3), (52, 1), (53, 2), (452, 2)))
+        + ((206, 3, _MSG_FASTOPEN), (211, 2, _MSG_FASTOPEN), (269, 3, _MSG_FASTOPEN)),
         x32=False,
     ),
 }
@@ -153,7 +181,7 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
     """
     abi = _ABIS[machine]
     refuse, allow, absent = "refuse", "allow", "absent"
-    terminal, socket, clone = "terminal", "socket", "clone"
+    terminal, socket, inet, clone = "terminal", "socket", "inet", "clone"
     steps: list[tuple[object, ...]] = [
         ("load", _ARCH),
         ("unless", abi.arch, refuse),  # another ABI's numbers mean other calls
@@ -166,16 +194,27 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
         steps.append(("equal", abi.listen, refuse))
     steps += [("equal", abi.ioctl, terminal), ("equal", abi.socket, socket)]
     steps += [("equal", abi.clone, clone), ("equal", abi.clone3, absent)]
+    steps.append(("equal", _OPENAT2, absent))  # callers fall back to openat
+    steps += [("equal", call, ("flagged", index)) for index, (call, _, _) in enumerate(abi.flagged)]
     steps.append(("return", _ALLOW))
+    for index, (_, argument, bits) in enumerate(abi.flagged):
+        steps += [(("flagged", index),), ("load", _ARG0_LOW + 8 * argument)]
+        steps += [("any bit", bits, refuse), ("return", _ALLOW)]
     steps += [(clone,), ("load", _ARG0_LOW), ("any bit", _NEW_NAMESPACES, refuse)]
     steps.append(("return", _ALLOW))
     steps += [(terminal,), ("load", _ARG1_LOW)]  # the request: an int, its low word
     steps += [("equal", request, refuse) for request in TERMINAL_INPUT_IOCTLS]
     steps.append(("return", _ALLOW))
-    families = (_AF_INET, _AF_INET6, _AF_UNIX) if unix_sockets else (_AF_INET, _AF_INET6)
     steps += [(socket,), ("load", _ARG0_LOW)]  # the family
-    steps += [("equal", family, allow) for family in families]
-    steps += [(refuse,), ("return", _REFUSE), (allow,), ("return", _ALLOW)]
+    steps += [("equal", _AF_INET, inet), ("equal", _AF_INET6, inet)]
+    if unix_sockets:
+        steps.append(("equal", _AF_UNIX, allow))
+    steps.append(("return", _REFUSE))
+    # Landlock's port rules hold for TCP sockets only: SCTP and MPTCP reach any port.
+    steps += [(inet,), ("load", _ARG1_LOW), ("and", 0xF), ("equal", _SOCK_SEQPACKET, refuse)]
+    steps += [("load", _ARG2_LOW), ("equal", _IPPROTO_MPTCP, refuse)]
+    steps += [("equal", _IPPROTO_SCTP, refuse)]
+    steps += [(allow,), ("return", _ALLOW), (refuse,), ("return", _REFUSE)]
     steps += [(absent,), ("return", _ABSENT)]
     return _assemble(steps)
 
@@ -194,6 +233,7 @@ def _assemble(steps: list[tuple[object, ...]]) -> bytes:
         skip = labels[target[0]] - index - 1 if target else 0
         code, true, false = {
             "load": (_LOAD_WORD, 0, 0),
+            "and": (_AND, 0, 0),
             "return": (_RETURN, 0, 0),
             "equal": (_JUMP_EQUAL, skip, 0),
             "unless": (_JUMP_EQUAL, 0, skip),
