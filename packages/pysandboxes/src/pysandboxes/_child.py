@@ -130,7 +130,12 @@ def list_program_directory(program: Program) -> object | None:
     """
     if sys.flags.safe_path:
         return None
-    directory = _runner.program_directory(program)
+    return prelisted_finder(_runner.program_directory(program))
+
+
+def prelisted_finder(directory: str) -> object | None:
+    """The import system's finder for ``directory``, listed now and kept for it (a
+    directory of the search path only some of whose entries are exposed: see above)."""
     for hook in sys.path_hooks:
         try:
             finder: Any = hook(directory)
@@ -328,7 +333,11 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
     if spec.learning is not None:
         # The pipe is the child's alone: programs it starts must not write events.
         os.set_inheritable(spec.learning.event_fd, False)
-    listing = list_program_directory(program)
+    # Directories a .pth file adds (editable projects) are exposed by their importable
+    # entries only: listed now, like the program's, for the import system.
+    from pysandboxes._view import added_roots
+
+    listings = [list_program_directory(program), *map(prelisted_finder, added_roots())]
     try:
         if spec.provider in ("landlock", "bwrap", "unshare"):
             apply_kernel_layer(spec, roots, files)
@@ -344,7 +353,8 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
     if spec.provider != "none":  # 'none' asks for no sandbox at all; the banner says so
         judge = install_guards(spec, roots, files)
         if spec.learning is None:  # a learning run sees everything, as unsandboxed
-            show_only_exposed(listing, judge)
+            for listing in listings:
+                show_only_exposed(listing, judge)
     # Only now may the program's directory, the working directory and PYTHONPATH lead
     # imports, and the site module's work run: what they load is judged like the program.
     os.environ.update(dict(spec.deferred_env))

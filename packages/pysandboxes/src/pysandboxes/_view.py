@@ -32,10 +32,24 @@ def interpreter_roots(search: Sequence[str] | None = None) -> list[str]:
 
     ``search`` is the module search path to read (``sys.path`` by default). Entries that
     came from ``PYTHONPATH`` are left out: a variable forwarded by a rule must not widen
-    what the sandbox may read.
+    what the sandbox may read. A directory a ``.pth`` file adds (a project installed in
+    editable mode) gives only what can be imported from it (see ``importable_entries``):
+    the project's ``.env`` or data are not the interpreter's.
     """
+    trees, added = _search_roots(search)
+    roots = list(trees)
+    for root in added:
+        roots += [entry for entry in importable_entries(root) if entry not in roots]
+    return roots
+
+
+def added_roots(search: Sequence[str] | None = None) -> list[str]:
+    """The directories of the search path outside the interpreter's trees (see above)."""
+    return _search_roots(search)[1]
+
+
+def _search_roots(search: Sequence[str] | None) -> tuple[list[str], list[str]]:
     from_env = set(os.environ.get("PYTHONPATH", "").split(os.pathsep)) - {""}
-    roots: list[str] = []
     candidates = [os.path.dirname(os.__file__)]  # the standard library
     try:
         import site
@@ -43,15 +57,61 @@ def interpreter_roots(search: Sequence[str] | None = None) -> list[str]:
         candidates += site.getsitepackages()
     except (ImportError, AttributeError):
         pass  # -S: no site module work, sys.path says what is used
-    candidates += [p for p in (sys.path if search is None else search) if p and p not in from_env]
     candidates += [os.path.dirname(sys.executable), _OWN_DIR]
+    trees: list[str] = []
     for path in candidates:
-        if not path or not os.path.isabs(path) or not os.path.exists(path):
+        if path and os.path.isabs(path) and os.path.exists(path):
+            real = os.path.realpath(path)
+            if real not in trees and real != "/":
+                trees.append(real)
+    added: list[str] = []
+    for path in sys.path if search is None else search:
+        if not path or path in from_env or not os.path.isabs(path) or not os.path.exists(path):
             continue
         real = os.path.realpath(path)
-        if real not in roots and real != "/":
-            roots.append(real)
-    return roots
+        if real == "/" or real in added or any(_within(real, tree) for tree in trees):
+            continue
+        added.append(real)
+    return trees, added
+
+
+def _within(path: str, tree: str) -> bool:
+    return path == tree or path.startswith(tree.rstrip("/") + "/")
+
+
+def importable_entries(root: str) -> list[str]:
+    """What can be imported from ``root``: modules, packages (a directory holding an
+    ``__init__.py`` or, as a namespace package, any module), distribution metadata and
+    ``.pth`` files; never a hidden entry or other files."""
+    from importlib.machinery import all_suffixes
+
+    suffixes = (*all_suffixes(), ".pth")
+    if not os.path.isdir(root):
+        return [root]  # a zip archive on the path: the archive itself
+    found: list[str] = []
+    try:
+        names = sorted(os.listdir(root))
+    except OSError:
+        return found
+    for name in names:
+        path = os.path.join(root, name)
+        if name.startswith("."):
+            continue
+        if os.path.isdir(path):
+            if name.endswith((".dist-info", ".egg-info")) or (
+                name.isidentifier() and _holds_modules(path, suffixes)
+            ):
+                found.append(path)
+        elif name.endswith(suffixes):
+            found.append(path)
+    return found
+
+
+def _holds_modules(directory: str, suffixes: tuple[str, ...]) -> bool:
+    try:
+        return any(name.endswith(suffixes) for name in os.listdir(directory))
+    except OSError:
+        return False
 
 
 def launcher_search_path() -> list[str]:
