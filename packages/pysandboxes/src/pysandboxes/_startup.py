@@ -87,9 +87,8 @@ def _library_trees() -> list[str]:
     """The trees whose every module python-sb's interpreter may import: the standard
     library and the site directories. Writing anywhere inside one changes its code."""
     import site
-    import sysconfig
 
-    trees = [sysconfig.get_paths()["stdlib"], *site.getsitepackages()]
+    trees = [os.path.dirname(os.__file__), *site.getsitepackages()]
     if site.ENABLE_USER_SITE:
         trees.append(site.getusersitepackages())
     return [os.path.realpath(tree) for tree in trees]
