@@ -148,7 +148,9 @@ def test_signals_sent_to_python_sb_reach_the_program(
         # os.write: a print() in the handler could re-enter the print of 'ready'.
         f"signal.signal({signum}, lambda *a: (os.write(1, b'got {signum}\\n'), sys.exit(3)))\n"
         "print('ready', flush=True)\n"
-        "time.sleep(30)\n"
+        # Short sleeps: a signal landing between print() and one long sleep() would wait
+        # for the sleep to end (CPython runs handlers between instructions).
+        "for _ in range(600): time.sleep(0.05)\n"
     )
     proc = subprocess.Popen(
         [python_sb, "-c", code], cwd=project, stdout=subprocess.PIPE, text=True, env={}

@@ -17,12 +17,13 @@ import socket
 import subprocess
 import termios
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kernelprobes import NATIVE, NATIVE_RULES
+from kernelprobes import CONNECT_MPTCP, NATIVE, NATIVE_RULES, SEND_FASTOPEN, Listener, mptcp_enabled
 
 from pysandboxes._os.select import unavailable_reason
 
@@ -370,3 +371,24 @@ def test_threads_and_processes_still_start(sb: Runner, project: Path, provider: 
     (project / "probe.py").write_text(NATIVE + THREADS_AND_PROCESSES)
     result = sb("probe.py")
     assert result.stdout == "THREAD\nCHILD\n0\n", result.stderr
+
+
+@pytest.mark.parametrize("probe", ["mptcp", "tcp-fast-open"])
+def test_cant_reach_a_port_no_rule_allows_past_the_tcp_rules(
+    sb: Runner, py: Runner, project: Path, provider: str, tcp: Listener, probe: str
+):
+    """Landlock's port rules hold for TCP sockets and the connect hook: an MPTCP socket
+    (plain TCP to a server without MPTCP) and TCP Fast Open (sendto connects) pass both."""
+    if probe == "mptcp" and not mptcp_enabled():
+        pytest.skip("MPTCP is disabled on this host: nothing to refuse")
+    allow = "net=ALLOW|tcp|127.0.0.1|443|OUT\n"
+    (project / ".py-sandboxes").write_text(NATIVE_RULES + allow + f"os-sandbox={provider}\n")
+    body = CONNECT_MPTCP if probe == "mptcp" else SEND_FASTOPEN
+    (project / "probe.py").write_text(NATIVE + body.format(port=tcp.port))
+    assert py("probe.py").stdout == "DONE\n"
+    time.sleep(0.3)
+    assert tcp.received == 1
+    result = sb("probe.py")
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
+    time.sleep(0.3)
+    assert tcp.received == 1

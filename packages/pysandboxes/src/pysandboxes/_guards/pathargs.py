@@ -7,12 +7,11 @@ into the plain string the system call will use, or say it cannot be known.
 
 from __future__ import annotations
 
-import os
 import pathlib
 
 from pysandboxes._policy.model import Access
 
-from .values import plain_bytes, plain_str
+from .values import plain_path_text
 
 #: A path the guard cannot know without running the program's code: always refused.
 UNKNOWABLE = "\0unknowable path object"
@@ -32,12 +31,9 @@ def exact_path(value: object) -> str | None:
     kind = type(value)
     if value is None or kind is int:
         return None
-    text = plain_str(value)
+    text = plain_path_text(value)
     if text is not None:
         return text
-    raw = plain_bytes(value)
-    if raw is not None:
-        return os.fsdecode(raw)
     if kind in _PATH_CLASSES and _pathlib_untouched():
         try:
             # The slot the path's own __fspath__ filled when the call converted it; read

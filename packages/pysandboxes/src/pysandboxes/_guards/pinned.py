@@ -21,7 +21,7 @@ import errno
 import os
 import stat
 
-from .values import plain_bytes, plain_int, plain_str
+from .values import plain_int, plain_path_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -149,12 +149,9 @@ def as_text(path: object) -> str | None:
     """A path argument as ``str`` (``None`` for a descriptor): converted once."""
     if type(path) is int or path is None:
         return None
-    text = plain_str(path)
+    text = plain_path_text(path)
     if text is not None:
         return text
-    raw = plain_bytes(path)
-    if raw is not None:
-        return os.fsdecode(raw)
     return as_text(os.fspath(path))  # type: ignore[arg-type]  # a str or bytes now
 
 

@@ -9,6 +9,11 @@ the copy is made.
 
 from __future__ import annotations
 
+import sys
+
+# Read now: os.fsdecode looks os.fspath up when called, and the program may replace it.
+_ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+
 
 def plain_str(value: object) -> str | None:
     """``value``'s characters as an exact ``str``, or ``None`` if it is not a str."""
@@ -38,3 +43,13 @@ def plain_int(value: object) -> int | None:
     if issubclass(kind, int):
         return int.__add__(0, value)  # type: ignore[arg-type]
     return None
+
+
+def plain_path_text(value: object) -> str | None:
+    """A ``str`` or ``bytes`` path as the exact text C reads (bytes decoded as the file
+    system does), or ``None`` for anything else."""
+    text = plain_str(value)
+    if text is not None:
+        return text
+    raw = plain_bytes(value)
+    return None if raw is None else raw.decode(_ENCODING, _ERRORS)
