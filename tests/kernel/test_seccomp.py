@@ -57,7 +57,10 @@ outcome(result)
 def _with_terminal(command: list[str], cwd: Path) -> tuple[str, bytes]:
     """Run ``command`` with a fresh pseudo-terminal as its controlling terminal; return
     what it printed and what then waited in the terminal's input."""
-    master, slave = pty.openpty()
+    try:
+        master, slave = pty.openpty()
+    except OSError as exc:
+        pytest.skip(f"no pseudo-terminal on this host: {exc}")
     attributes = termios.tcgetattr(slave)
     attributes[3] &= ~termios.ECHO  # only what the probe prints comes back
     termios.tcsetattr(slave, termios.TCSANOW, attributes)
@@ -91,6 +94,8 @@ def _with_terminal(command: list[str], cwd: Path) -> tuple[str, bytes]:
 def test_cant_type_into_the_terminal(sb: Runner, py: Runner, project: Path, provider: str):
     (project / "probe.py").write_text(NATIVE + TYPE_INTO_TERMINAL)
     printed, waiting = _with_terminal([*py.command, "probe.py"], project)
+    if printed.startswith("REFUSED"):
+        pytest.skip(f"this kernel refuses TIOCSTI already (dev.tty.legacy_tiocsti=0): {printed}")
     assert (printed, waiting) == ("DONE\n", b"echo INJECTED\n")
     printed, waiting = _with_terminal([*sb.command, "probe.py"], project)
     assert (printed, waiting) == ("REFUSED EPERM\n", b"")
