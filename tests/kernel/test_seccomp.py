@@ -397,3 +397,17 @@ def test_cant_reach_a_port_no_rule_allows_past_the_tcp_rules(
     assert result.stdout == "REFUSED EPERM\n", result.stderr
     time.sleep(0.3)
     assert tcp.received == 1
+
+
+def test_a_refused_unix_socket_says_why_and_how_to_allow_it(sb: Runner, project: Path):
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=*\n")
+    code = (
+        "import socket\n"
+        "try:\n"
+        "    socket.socket(socket.AF_UNIX)\n"
+        "except PermissionError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+    )
+    result = sb("-c", code)
+    assert result.stdout.startswith("RulePermissionError Creating an AF_UNIX socket"), result.stderr
+    assert "Add 'expose-rw=<the socket's directory>' to .py-sandboxes" in result.stdout

@@ -304,7 +304,7 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
     """
     spec = _read_spec(int(sys.argv[1]))
     _mode.enter_sandbox()
-    _runner.adjust_on_import(spec.tempdir)
+    _runner.adjust_on_import(spec.tempdir, spec.rule_file)
     _runner.session.update(rule_file=spec.rule_file, tempdir=spec.tempdir, provider=spec.provider)
     program = spec.program
     code = None

@@ -9,9 +9,12 @@ CPython does.
 
 from __future__ import annotations
 
+import errno
 import os
 import runpy  # here, not in run(): run's own imports are charged to the program
 import sys
+
+from pysandboxes.errors import RulePermissionError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -223,18 +226,24 @@ def interact(namespace: dict[str, object]) -> None:
     )
 
 
-def adjust_on_import(tempdir: str | None) -> None:
+def adjust_on_import(tempdir: str | None, rule_file: str = ".py-sandboxes") -> None:
     """Adjust two standard modules when the program first imports them.
 
     ``tempfile`` gets the sandbox's private directory (``TMPDIR`` is not set: the
     program sees exactly the variables its rules produce). ``sqlite3.connect`` converts a
     path object once, before its audit event, so the guard judges the path the database
     really opens. ``socket.socket.listen`` reports the bind it makes on a socket never
-    bound. Nothing is imported ahead of the program.
+    bound, and an AF_UNIX socket the kernel layer refuses says why. Nothing is imported
+    ahead of the program.
     """
+
+    def adjust_socket(module: object) -> None:
+        _listen_reports_its_bind(module)
+        _unix_sockets_explained(module, rule_file)
+
     adjustments: dict[str, Callable[[object], None]] = {
         "sqlite3": _convert_sqlite_paths,
-        "socket": _listen_reports_its_bind,
+        "socket": adjust_socket,
     }
     if tempdir is not None:
         adjustments["tempfile"] = lambda module: setattr(module, "tempdir", tempdir)
@@ -290,6 +299,33 @@ def _listen_reports_its_bind(module: object) -> None:
     judged_listen.__name__ = judged_listen.__qualname__ = "listen"
     judged_listen.__doc__ = listen.__doc__
     kind.listen = judged_listen
+
+
+def _unix_sockets_explained(module: object, rule_file: str) -> None:
+    """The kernel layer makes no AF_UNIX socket unless the rules may need one (see
+    ``_os.seccomp``): its bare ``EPERM`` becomes a refusal that says so and how to allow
+    it, still a ``PermissionError``."""
+    socket_module: Any = module
+    kind: Any = socket_module.socket
+    unix = socket_module.AF_UNIX
+    original = kind.__init__
+
+    def __init__(self: Any, family: Any = -1, type: Any = -1, proto: Any = -1, fileno: Any = None):
+        try:
+            original(self, family, type, proto, fileno)
+        except PermissionError as exc:
+            if family != unix or fileno is not None or exc.errno != errno.EPERM:
+                raise
+            raise RulePermissionError(
+                "Creating an AF_UNIX socket is refused by the kernel layer: it makes none "
+                "unless a rule lets the program write where a socket file may live "
+                "(connecting to one needs write access to it). Add 'expose-rw=<the "
+                f"socket's directory>' to {rule_file} to allow it.",
+                path="AF_UNIX",
+            ) from exc
+
+    __init__.__doc__ = original.__doc__
+    kind.__init__ = __init__
 
 
 def _convert_sqlite_paths(module: object) -> None:

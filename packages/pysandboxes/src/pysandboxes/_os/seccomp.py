@@ -41,6 +41,8 @@ import os
 import platform
 import struct
 
+from pysandboxes.errors import OSLayerUnavailable
+
 from .plan import KERNEL_INTERFACES, TERMINAL_INPUT, UNIX_SOCKETS, AppliedLayer, ConfinementPlan
 
 #: Offsets in ``struct seccomp_data``: nr, arch, instruction pointer, args[6].
@@ -277,13 +279,22 @@ def apply(*, unix_sockets: bool = True, listen: bool = True) -> tuple[str, ...]:
 
 
 def add_to(layer: AppliedLayer, plan: ConfinementPlan) -> AppliedLayer:
-    """Apply the filter under ``layer``; the layer, saying what the filter enforces."""
+    """Apply the filter under ``layer``; the layer, saying what the filter enforces.
+
+    Raises:
+        OSLayerUnavailable: the kernel refused the filter (on a machine whose system
+            calls the filter knows: elsewhere the layer lists its concerns as missing, and
+            ``--show-layers`` says so before any run).
+    """
     reason = unavailable_reason()
     if reason is None:
         try:
             apply(unix_sockets=plan.unix_sockets, listen=may_listen(plan))
         except OSError as exc:
-            reason = f"the kernel refused the seccomp filter ({exc.strerror})"
+            raise OSLayerUnavailable(
+                f"the kernel refused the seccomp filter: {exc.strerror or exc}",
+                provider=layer.provider,
+            ) from exc
     concerns = (TERMINAL_INPUT, KERNEL_INTERFACES)
     enforced, missing = layer.enforced, layer.missing
     if reason is not None:
