@@ -94,9 +94,26 @@ def _library_trees() -> list[str]:
     return [os.path.realpath(tree) for tree in trees]
 
 
+def _package_trees() -> list[str]:
+    """The package directories python-sb's interpreter imports from outside the library
+    trees (python-sb or a library of its own installed in editable mode): writing in any
+    subdirectory of one changes a module it imports. Packages it does not import (the
+    user's project installed in editable mode beside it) may hold writable data."""
+    from pysandboxes._view import added_roots, importable_entries, launcher_search_path
+
+    imported = {name.partition(".")[0] for name in sys.modules} | {"pysandboxes", "python_sb"}
+    trees: list[str] = []
+    for root in added_roots(launcher_search_path()):
+        for entry in importable_entries(root):
+            if os.path.isdir(entry) and os.path.basename(entry) in imported:
+                trees.append(os.path.realpath(entry))
+    return trees
+
+
 def _launcher_issues(policy: Policy, places: Iterable[str]) -> list[ConfigIssue]:
-    """Each writable rule holding one of ``places``, or lying inside a library tree."""
-    trees = _library_trees()
+    """Each writable rule holding one of ``places``, or lying inside a library tree or a
+    package directory of the launcher."""
+    trees = _library_trees() + _package_trees()
     issues: list[ConfigIssue] = []
     for rule in policy.expose:
         if not rule.writable:
