@@ -56,3 +56,35 @@ def test_writable_data_directories_are_fine(sb: Runner, project: Path) -> None:
     (project / "data").mkdir()
     (project / ".py-sandboxes").write_text("expose-ro=.\nexpose-rw=./data\n")
     assert sb("-c", "print('RAN')").stdout == "RAN\n"
+
+
+def test_cant_write_in_a_subpackage_of_python_sb_installed_in_editable_mode(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    """Installed in editable mode (as in this repository), python-sb's own packages lie
+    outside ``site-packages``: a module changed in one of their subpackages runs in the
+    trusted launcher on the next run, so a writable rule inside one is refused too."""
+    import pytest
+
+    import pysandboxes
+
+    package = Path(pysandboxes.__file__).parent
+    libraries = {Path(sysconfig.get_paths()[key]).resolve() for key in ("purelib", "platlib")}
+    if any(package.resolve().is_relative_to(tree) for tree in libraries):
+        pytest.skip("pysandboxes is not installed in editable mode here")
+    subpackage = package / "_policy"
+    planted = subpackage / "zz_planted.py"
+    write = f"open({str(planted)!r}, 'w').write('# planted')"
+    try:
+        py("-c", write)
+        assert planted.exists()
+    finally:
+        planted.unlink(missing_ok=True)
+    (project / ".py-sandboxes").write_text(f"expose-ro=.\nexpose-rw={subpackage}\n")
+    try:
+        result = sb("-c", write)
+        assert result.returncode != 0
+        assert "where python-sb's own interpreter loads code from" in result.stderr
+        assert not planted.exists()
+    finally:
+        planted.unlink(missing_ok=True)

@@ -164,6 +164,41 @@ def test_a_loader_variable_reading_the_working_directory_stops_the_run(
     assert not marker.exists()
 
 
+@pytest.mark.parametrize("token", ["$PLATFORM", "$LIB"])
+def test_a_loader_token_naming_a_writable_place_stops_the_run(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path, token: str
+) -> None:
+    # The loader expands $PLATFORM (x86_64) and $LIB (lib64, lib/x86_64-linux-gnu...) in
+    # LD_PRELOAD and LD_LIBRARY_PATH: LD_PRELOAD=<project>/$PLATFORM/evil.so with
+    # expose-rw=./x86_64 loads, on the next start-up and before the walls, what the
+    # sandbox put there.
+    import shutil
+    import subprocess
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    marker = tmp_path / "outside-marker"
+    source = tmp_path / "evil.c"
+    source.write_text(EVIL_LIBRARY.replace("MARKER", f'"{marker}"'))
+    library = tmp_path / "evil.so"
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    value = f"{project}/{token}/evil.so"
+    for directory in ("x86_64", "aarch64", "lib", "lib64", "lib/x86_64-linux-gnu"):
+        (project / directory).mkdir(parents=True, exist_ok=True)
+        shutil.copy(library, project / directory / "evil.so")
+    py("-c", "pass", env={"LD_PRELOAD": value})
+    assert marker.exists(), "the planted library is not loaded: the probe proves nothing"
+    marker.unlink()
+    writable = "".join(f"expose-rw=./{d}\n" for d in ("x86_64", "aarch64", "lib", "lib64"))
+    (project / ".py-sandboxes").write_text(f"expose-ro=.\n{writable}env=LD_PRELOAD={value}\n")
+    result = sb("-c", "print('ran')")
+    assert result.returncode == 255, result.stderr
+    assert "LD_PRELOAD names a directory in" in result.stderr
+    assert "ran" not in result.stdout
+    assert not marker.exists()
+
+
 @pytest.mark.parametrize("where", ["pythonpath", "site-packages"])
 def test_a_writable_module_search_path_stops_the_run(
     sb: Runner, py: Runner, project: Path, tmp_path: Path, where: str

@@ -246,6 +246,39 @@ def test_socket_pairs_still_work_without_a_writable_exposure(
     assert result.stdout == "b'x'\n", result.stderr
 
 
+SEND_FROM_A_DATAGRAM_PAIR = """
+pair = (ctypes.c_int * 2)()
+result = libc.socketpair(1, 2, 0, pair)  # AF_UNIX, SOCK_DGRAM
+if result == 0:
+    path = sys.argv[1].encode()
+    address = (1).to_bytes(2, "little") + path + bytes(108 - len(path))
+    address = ctypes.create_string_buffer(address, 110)
+    result = libc.sendto(pair[0], b"FROM-SANDBOX", 12, 0, address, 110)
+    if result >= 0:
+        result = libc.connect(pair[1], address, 110)
+outcome(result)
+"""
+
+
+def test_cant_reach_a_host_socket_from_a_datagram_socket_pair(
+    sb: Runner, py: Runner, project: Path, provider: str, tmp_path: Path
+):
+    """A datagram socket of a pair still sends to (and connects to) any socket file, like
+    a host's /dev/log or journal: without AF_UNIX sockets, no datagram pair is made."""
+    path = tmp_path / "outside" / "log.sock"
+    path.parent.mkdir()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(str(path))
+        server.settimeout(0.5)
+        (project / "probe.py").write_text(NATIVE + SEND_FROM_A_DATAGRAM_PAIR)
+        assert py("probe.py", str(path)).stdout == "DONE\n"
+        assert server.recv(64) == b"FROM-SANDBOX"
+        result = sb("probe.py", str(path))
+        assert result.stdout == "REFUSED EPERM\n", result.stderr
+        with pytest.raises(TimeoutError):  # nothing more came
+            server.recv(64)
+
+
 def test_bwrap_hides_host_sockets_even_with_a_writable_exposure(
     sb: Runner, project: Path, host_socket: tuple[str, queue.Queue[bytes]]
 ):
@@ -411,3 +444,27 @@ def test_a_refused_unix_socket_says_why_and_how_to_allow_it(sb: Runner, project:
     result = sb("-c", code)
     assert result.stdout.startswith("RulePermissionError Creating an AF_UNIX socket"), result.stderr
     assert "Add 'expose-rw=<the socket's directory>' to .py-sandboxes" in result.stdout
+
+
+SET_USER_ID_BY_MKNOD = """
+path = os.path.abspath(sys.argv[1]).encode()
+outcome(libc.mknod(path, 0o100000 | 0o4755, 0))  # S_IFREG, set-user-ID
+"""
+
+
+def test_cant_make_a_set_user_id_file_with_mknod(
+    sb: Runner, py: Runner, project: Path, provider: str
+):
+    """``mknod`` makes regular files too, with any mode: as root, an empty set-user-ID
+    file owned by root, which a privileged writer outside the sandbox may later fill."""
+    (project / "data").mkdir()
+    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={provider}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + SET_USER_ID_BY_MKNOD)
+    made = project / "data" / "program"
+    assert py("probe.py", str(made)).stdout == "DONE\n"
+    assert made.stat().st_mode & 0o4000
+    made.unlink()
+    result = sb("probe.py", str(made))
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
+    assert not made.exists()

@@ -25,9 +25,12 @@ if TYPE_CHECKING:
 LOADER_VARIABLES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "LOCPATH")
 
 
-def _writable(path: str, policy: Policy, tempdir: str) -> bool:
+def _writable(path: str, policy: Policy, tempdir: str, *, below: bool = False) -> bool:
+    """Whether the sandbox may write ``path``; ``below``: or anywhere inside it."""
     real = os.path.realpath(path)
     places = [tempdir, *(rule.path for rule in policy.expose if rule.writable)]
+    if below and any(_within(os.path.realpath(p), real) for p in places):
+        return True
     return any(real == p or real.startswith(p.rstrip("/") + "/") for p in places)
 
 
@@ -42,7 +45,10 @@ def _loader_places(name: str, value: str, cwd: str) -> list[str]:
     read from it (``LD_LIBRARY_PATH=:/opt/lib``, from ``export V=$V:/opt/lib`` with ``V``
     unset, searches the working directory first); ``$ORIGIN`` is the interpreter's
     directory. A bare name in ``LD_PRELOAD`` or ``LD_AUDIT`` is a library the loader looks
-    up in its search path, which the other variables describe.
+    up in its search path, which the other variables describe. The loader's other tokens
+    (``$PLATFORM``, ``$LIB``: ``x86_64``, ``lib64``...) may name any directory below the
+    part before them: such an entry is returned as that part, ending in ``/$``, for the
+    caller to refuse when the sandbox may write anywhere below it.
     """
     origin = os.path.dirname(os.path.realpath(sys.executable))
     places: list[str] = []
@@ -58,6 +64,8 @@ def _loader_places(name: str, value: str, cwd: str) -> list[str]:
             continue
         if name not in _DIRECTORY_LISTS and "/" not in part:
             continue  # a library name, looked up in the system's directories
+        if "$" in part:  # $PLATFORM, ${LIB}...: a directory the loader chooses
+            part = os.path.join(os.path.dirname(part.partition("$")[0]) or ".", "$")
         places.append(os.path.join(cwd, part))
     return places
 
@@ -94,9 +102,26 @@ def _library_trees() -> list[str]:
     return [os.path.realpath(tree) for tree in trees]
 
 
+def _package_trees() -> list[str]:
+    """The package directories python-sb's interpreter imports from outside the library
+    trees (python-sb or a library of its own installed in editable mode): writing in any
+    subdirectory of one changes a module it imports. Packages it does not import (the
+    user's project installed in editable mode beside it) may hold writable data."""
+    from pysandboxes._view import added_roots, importable_entries, launcher_search_path
+
+    imported = {name.partition(".")[0] for name in sys.modules} | {"pysandboxes", "python_sb"}
+    trees: list[str] = []
+    for root in added_roots(launcher_search_path()):
+        for entry in importable_entries(root):
+            if os.path.isdir(entry) and os.path.basename(entry) in imported:
+                trees.append(os.path.realpath(entry))
+    return trees
+
+
 def _launcher_issues(policy: Policy, places: Iterable[str]) -> list[ConfigIssue]:
-    """Each writable rule holding one of ``places``, or lying inside a library tree."""
-    trees = _library_trees()
+    """Each writable rule holding one of ``places``, or lying inside a library tree or a
+    package directory of the launcher."""
+    trees = _library_trees() + _package_trees()
     issues: list[ConfigIssue] = []
     for rule in policy.expose:
         if not rule.writable:
@@ -135,13 +160,16 @@ def refuse_planted_code(
     for name in LOADER_VARIABLES:
         value = child_env.get(name, "")
         for part in _loader_places(name, value, cwd):
-            if _writable(part, policy, tempdir):
+            below = part.endswith("/$")
+            part = os.path.normpath(part[:-2]) if below else part
+            if _writable(part, policy, tempdir, below=below):
                 rule = next((r.origin for r in policy.env if r.name in (name, "*")), None)
                 issues.append(
                     ConfigIssue(
                         rule.source if rule else "<env>",
                         rule.line if rule else 0,
-                        f"{name} names '{part}', where the sandbox may write: the loader "
+                        f"{name} names {'a directory in ' if below else ''}'{part}', "
+                        "where the sandbox may write: the loader "
                         "would run what a sandbox put there before any wall; forward a "
                         "path the sandbox cannot write",
                     )

@@ -214,7 +214,7 @@ def _unix_sockets_row(policy: Policy, host: _Host) -> LayerRow:
 
     python = "connecting needs write access to the socket file" if host.python else NO
     if not may_use_unix_sockets(policy) and host.seccomp:
-        kernel, note = "seccomp filter: no AF_UNIX socket is made (socketpair only)", ""
+        kernel, note = "seccomp filter: no AF_UNIX socket is made (stream socketpair only)", ""
     elif host.provider == "bwrap":
         kernel, note = "bwrap mount view: only exposed socket files exist", ""
     else:

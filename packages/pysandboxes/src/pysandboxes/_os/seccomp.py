@@ -16,11 +16,11 @@ means, and Python programs have no use for them:
   netlink query fails.
 - ``io_uring_*``, ``bpf``, ``perf_event_open``, ``userfaultfd``: large kernel interfaces,
   the usual first step of a kernel exploit, unused by Python programs.
-- TCP past Landlock's port rules: MPTCP and SCTP sockets (Landlock's rules hold for TCP
-  sockets only; an MPTCP socket speaks plain TCP to any server), and ``MSG_FASTOPEN``,
+- TCP past Landlock's port rules: MPTCP, SCTP and SMC sockets (Landlock's rules hold for
+  TCP sockets only; an MPTCP or SMC socket speaks plain TCP to any server), and ``MSG_FASTOPEN``,
   which connects a TCP socket from ``sendto``/``sendmsg`` without the hook the port rules
   rely on.
-- Set-user-ID and set-group-ID modes (``chmod``, ``open`` and their kin): Landlock does
+- Set-user-ID and set-group-ID modes (``chmod``, ``open``, ``mknod`` and their kin): Landlock does
   not mediate ``chmod``, and as root any system program made set-user-ID is a root shell
   for every user. ``openat2``, whose mode the filter cannot read, fails with ``ENOSYS``
   (callers fall back to ``openat``).
@@ -48,8 +48,8 @@ from .plan import KERNEL_INTERFACES, TERMINAL_INPUT, UNIX_SOCKETS, AppliedLayer,
 #: Offsets in ``struct seccomp_data``: nr, arch, instruction pointer, args[6].
 _NR, _ARCH, _ARG0_LOW, _ARG1_LOW, _ARG2_LOW = 0, 4, 16, 24, 32
 _AF_UNIX, _AF_INET, _AF_INET6 = 1, 2, 10
-_SOCK_SEQPACKET = 5  # over IPv4 or IPv6: SCTP
-_IPPROTO_SCTP, _IPPROTO_MPTCP = 132, 262
+_SOCK_DGRAM, _SOCK_RAW, _SOCK_SEQPACKET = 2, 3, 5  # SEQPACKET over IPv4 or IPv6: SCTP
+_IPPROTO_SCTP, _IPPROTO_SMC, _IPPROTO_MPTCP = 132, 256, 262
 _SET_ID_BITS = 0o6000  # S_ISUID | S_ISGID
 _MSG_FASTOPEN = 0x20000000
 _OPENAT2 = 437  # the same on both ABIs; its mode is in a struct the filter cannot read
@@ -81,12 +81,14 @@ class _Abi:
         self,
         arch: int,
         calls: tuple[int, ...],
+        socketpair: int,
         refused: dict[str, int],
         flagged: tuple[tuple[int, int, int], ...],
         x32: bool,
     ) -> None:
         self.arch = arch
         self.ioctl, self.socket, self.listen, self.clone, self.clone3 = calls
+        self.socketpair = socketpair
         self.refused = refused
         self.flagged = flagged  # (call, argument, bits): refused when any bit is set
         self.x32 = x32
@@ -96,6 +98,7 @@ _ABIS = {
     "x86_64": _Abi(
         0xC000003E,
         (16, 41, 50, 56, 435),  # ioctl, socket, listen, clone, clone3
+        53,  # socketpair
         {
             "add_key": 248,
             "request_key": 249,
@@ -120,16 +123,18 @@ _ABIS = {
             "msgctl": 71,
             "semtimedop": 220,
         },
-        # open, creat, openat, chmod, fchmod, fchmodat, fchmodat2: a set-ID mode;
-        # sendto, sendmsg, sendmmsg: MSG_FASTOPEN.
+        # open, creat, openat, chmod, fchmod, fchmodat, fchmodat2, mknod, mknodat: a set-ID
+        # mode; sendto, sendmsg, sendmmsg: MSG_FASTOPEN.
         tuple((n, a, _SET_ID_BITS) for n, a in ((2, 2), (85, 1), (257, 3), (90, 1), (91, 1)))
         + ((268, 2, _SET_ID_BITS), (452, 2, _SET_ID_BITS))
+        + ((133, 1, _SET_ID_BITS), (259, 2, _SET_ID_BITS))
         + ((44, 3, _MSG_FASTOPEN), (46, 2, _MSG_FASTOPEN), (307, 3, _MSG_FASTOPEN)),
         x32=True,
     ),
     "aarch64": _Abi(
         0xC00000B7,
         (29, 198, 201, 220, 435),
+        199,
         {
             "add_key": 217,
             "request_key": 218,
@@ -154,8 +159,8 @@ _ABIS = {
             "shmat": 196,
             "shmdt": 197,
         },
-        # openat, fchmod, fchmodat, fchmodat2; sendto, sendmsg, sendmmsg.
-        tuple((n, a, _SET_ID_BITS) for n, a in ((56, 3), (52, 1), (53, 2), (452, 2)))
+        # openat, fchmod, fchmodat, fchmodat2, mknodat; sendto, sendmsg, sendmmsg.
+        tuple((n, a, _SET_ID_BITS) for n, a in ((56, 3), (52, 1), (53, 2), (452, 2), (33, 2)))
         + ((206, 3, _MSG_FASTOPEN), (211, 2, _MSG_FASTOPEN), (269, 3, _MSG_FASTOPEN)),
         x32=False,
     ),
@@ -177,13 +182,16 @@ def unavailable_reason() -> str | None:
 def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> bytes:
     """The filter for ``machine`` as the kernel reads it: ``struct sock_filter[]``.
 
-    ``unix_sockets``: whether ``socket(AF_UNIX, ...)`` may be called (``socketpair``
-    always may: its sockets are connected to each other only; IPv4 and IPv6 sockets
-    always may be made). ``listen``: whether ``listen`` may be called at all.
+    ``unix_sockets``: whether ``socket(AF_UNIX, ...)`` may be called (an AF_UNIX
+    ``socketpair`` of stream or sequenced-packet sockets always may: they stay connected
+    to each other only; a datagram pair's sockets may ``connect`` or ``sendto`` any socket
+    file, so they follow ``socket``; IPv4 and IPv6 sockets always may be made).
+    ``listen``: whether ``listen`` may be called at all.
     """
     abi = _ABIS[machine]
     refuse, allow, absent = "refuse", "allow", "absent"
     terminal, socket, inet, clone = "terminal", "socket", "inet", "clone"
+    pair = "pair"
     steps: list[tuple[object, ...]] = [
         ("load", _ARCH),
         ("unless", abi.arch, refuse),  # another ABI's numbers mean other calls
@@ -195,6 +203,7 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
     if not listen:
         steps.append(("equal", abi.listen, refuse))
     steps += [("equal", abi.ioctl, terminal), ("equal", abi.socket, socket)]
+    steps.append(("equal", abi.socketpair, pair))
     steps += [("equal", abi.clone, clone), ("equal", abi.clone3, absent)]
     steps.append(("equal", _OPENAT2, absent))  # callers fall back to openat
     steps += [("equal", call, ("flagged", index)) for index, (call, _, _) in enumerate(abi.flagged)]
@@ -215,7 +224,15 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
     # Landlock's port rules hold for TCP sockets only: SCTP and MPTCP reach any port.
     steps += [(inet,), ("load", _ARG1_LOW), ("and", 0xF), ("equal", _SOCK_SEQPACKET, refuse)]
     steps += [("load", _ARG2_LOW), ("equal", _IPPROTO_MPTCP, refuse)]
-    steps += [("equal", _IPPROTO_SCTP, refuse)]
+    steps += [("equal", _IPPROTO_SCTP, refuse), ("equal", _IPPROTO_SMC, refuse)]
+    steps.append(("return", _ALLOW))
+    # socketpair: AF_UNIX only; without AF_UNIX sockets, no datagram pair (SOCK_RAW is
+    # one too), whose sockets reach any socket file by connect or sendto.
+    steps += [(pair,), ("load", _ARG0_LOW), ("unless", _AF_UNIX, refuse)]
+    if not unix_sockets:
+        steps += [("load", _ARG1_LOW), ("and", 0xF)]
+        steps += [("equal", _SOCK_DGRAM, refuse), ("equal", _SOCK_RAW, refuse)]
+    steps.append(("return", _ALLOW))
     steps += [(allow,), ("return", _ALLOW), (refuse,), ("return", _REFUSE)]
     steps += [(absent,), ("return", _ABSENT)]
     return _assemble(steps)
