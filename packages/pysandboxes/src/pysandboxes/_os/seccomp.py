@@ -72,6 +72,8 @@ _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 
 #: ioctl requests refused on any descriptor (the same numbers on both ABIs below).
 TERMINAL_INPUT_IOCTLS = (0x5412, 0x541C)  # TIOCSTI, TIOCLINUX
+#: USERFAULTFD_IOC_NEW on /dev/userfaultfd: the userfaultfd the system call refused above.
+_USERFAULTFD_IOC_NEW = 0xAA00
 
 
 class _Abi:
@@ -214,7 +216,8 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
     steps += [(clone,), ("load", _ARG0_LOW), ("any bit", _NEW_NAMESPACES, refuse)]
     steps.append(("return", _ALLOW))
     steps += [(terminal,), ("load", _ARG1_LOW)]  # the request: an int, its low word
-    steps += [("equal", request, refuse) for request in TERMINAL_INPUT_IOCTLS]
+    refused_requests = (*TERMINAL_INPUT_IOCTLS, _USERFAULTFD_IOC_NEW)
+    steps += [("equal", request, refuse) for request in refused_requests]
     steps.append(("return", _ALLOW))
     steps += [(socket,), ("load", _ARG0_LOW)]  # the family
     steps += [("equal", _AF_INET, inet), ("equal", _AF_INET6, inet)]
