@@ -468,3 +468,24 @@ def test_cant_make_a_set_user_id_file_with_mknod(
     result = sb("probe.py", str(made))
     assert result.stdout == "REFUSED EPERM\n", result.stderr
     assert not made.exists()
+
+
+USERFAULTFD_BY_DEVICE = """
+fd = os.open("/dev/userfaultfd", os.O_RDWR)
+outcome(libc.ioctl(fd, 0xAA00, 0))  # USERFAULTFD_IOC_NEW: a userfaultfd without the call
+"""
+
+
+def test_cant_get_a_userfaultfd_through_its_device(
+    sb: Runner, py: Runner, project: Path, provider: str
+):
+    if not os.path.exists("/dev/userfaultfd"):
+        pytest.skip("this kernel has no /dev/userfaultfd")
+    rules = NATIVE_RULES + f"expose-rw=/dev/userfaultfd\nos-sandbox={provider}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + USERFAULTFD_BY_DEVICE)
+    control = py("probe.py")
+    if control.stdout != "DONE\n":
+        pytest.skip(f"this user may not use /dev/userfaultfd: {control.stdout or control.stderr}")
+    result = sb("probe.py")
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
