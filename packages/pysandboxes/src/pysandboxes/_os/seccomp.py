@@ -125,9 +125,10 @@ _ABIS = {
             "msgctl": 71,
             "semtimedop": 220,
         },
-        # open, creat, openat, chmod, fchmod, fchmodat, fchmodat2, mknod, mknodat: a set-ID
+        # openat (first: the commonest), open, creat, chmod, fchmod, fchmodat, fchmodat2,
+        # mknod, mknodat: a set-ID
         # mode; sendto, sendmsg, sendmmsg: MSG_FASTOPEN.
-        tuple((n, a, _SET_ID_BITS) for n, a in ((2, 2), (85, 1), (257, 3), (90, 1), (91, 1)))
+        tuple((n, a, _SET_ID_BITS) for n, a in ((257, 3), (2, 2), (85, 1), (90, 1), (91, 1)))
         + ((268, 2, _SET_ID_BITS), (452, 2, _SET_ID_BITS))
         + ((133, 1, _SET_ID_BITS), (259, 2, _SET_ID_BITS))
         + ((44, 3, _MSG_FASTOPEN), (46, 2, _MSG_FASTOPEN), (307, 3, _MSG_FASTOPEN)),
@@ -201,14 +202,17 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
     ]
     if abi.x32:
         steps.append(("at least", _X32_BIT, refuse))
-    steps += [("equal", number, refuse) for number in sorted(abi.refused.values())]
-    if not listen:
-        steps.append(("equal", abi.listen, refuse))
+    # The calls judged by their arguments come first: the kernel runs the filter for them
+    # each time (openat, ioctl), while a call whose answer never depends on them is
+    # decided once and cached.
+    steps += [("equal", call, ("flagged", index)) for index, (call, _, _) in enumerate(abi.flagged)]
     steps += [("equal", abi.ioctl, terminal), ("equal", abi.socket, socket)]
     steps.append(("equal", abi.socketpair, pair))
     steps += [("equal", abi.clone, clone), ("equal", abi.clone3, absent)]
     steps.append(("equal", _OPENAT2, absent))  # callers fall back to openat
-    steps += [("equal", call, ("flagged", index)) for index, (call, _, _) in enumerate(abi.flagged)]
+    steps += [("equal", number, refuse) for number in sorted(abi.refused.values())]
+    if not listen:
+        steps.append(("equal", abi.listen, refuse))
     steps.append(("return", _ALLOW))
     for index, (_, argument, bits) in enumerate(abi.flagged):
         steps += [(("flagged", index),), ("load", _ARG0_LOW + 8 * argument)]
