@@ -126,8 +126,7 @@ _ABIS = {
             "semtimedop": 220,
         },
         # openat (first: the commonest), open, creat, chmod, fchmod, fchmodat, fchmodat2,
-        # mknod, mknodat: a set-ID
-        # mode; sendto, sendmsg, sendmmsg: MSG_FASTOPEN.
+        # mknod, mknodat: a set-ID mode; sendto, sendmsg, sendmmsg: MSG_FASTOPEN.
         tuple((n, a, _SET_ID_BITS) for n, a in ((257, 3), (2, 2), (85, 1), (90, 1), (91, 1)))
         + ((268, 2, _SET_ID_BITS), (452, 2, _SET_ID_BITS))
         + ((133, 1, _SET_ID_BITS), (259, 2, _SET_ID_BITS))
