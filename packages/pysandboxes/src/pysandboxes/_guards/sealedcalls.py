@@ -63,35 +63,23 @@ def setpriority(which, who, priority, *, _original=None):
         else None,
     )[0](which, who, priority)
 """
-_OWN_AFFINITY_SOURCE = """
-def sched_setaffinity(pid, mask, /, *, _original=None):
+
+
+def _own_process_source(name: str, rest: str) -> str:
+    """A judged copy of ``name(pid, <rest>)``, allowed on this process only: affinity,
+    and the scheduling policy and its parameters (SCHED_IDLE starves a process as a
+    niceness of 19 does not)."""
+    return f"""
+def {name}(pid, {rest}, /, *, _original=None):
     return (
         _original,
         (_original := None),
         (pid := "@3"(pid)),
         "@0"("pysandboxes.refuse", "@2") if pid != 0 and pid != "@1"() else None,
-    )[0](pid, mask)
+    )[0](pid, {rest})
 """
-# The scheduling policy and its parameters (SCHED_IDLE starves a process as a niceness of
-# 19 does not): allowed on this process only, as setpriority is.
-_OWN_SCHEDULER_SOURCE = """
-def sched_setscheduler(pid, policy, param, /, *, _original=None):
-    return (
-        _original,
-        (_original := None),
-        (pid := "@3"(pid)),
-        "@0"("pysandboxes.refuse", "@2") if pid != 0 and pid != "@1"() else None,
-    )[0](pid, policy, param)
-"""
-_OWN_PARAM_SOURCE = """
-def sched_setparam(pid, param, /, *, _original=None):
-    return (
-        _original,
-        (_original := None),
-        (pid := "@3"(pid)),
-        "@0"("pysandboxes.refuse", "@2") if pid != 0 and pid != "@1"() else None,
-    )[0](pid, param)
-"""
+
+
 # POSIX shared memory: files of /dev/shm that _posixshmem opens, creates and removes in C,
 # judged by the file guard ("@1" is str.__add__, for the exact text C reads; "@2" is
 # operator.index). Imported before the walls, so that its copies are the only ones.
@@ -159,9 +147,9 @@ def guard_unreported(guard: CallGuard, sealed_globals: dict[str, object]) -> Non
 
     for name, source in (
         ("setpriority", _OWN_PRIORITY_SOURCE),
-        ("sched_setaffinity", _OWN_AFFINITY_SOURCE),
-        ("sched_setscheduler", _OWN_SCHEDULER_SOURCE),
-        ("sched_setparam", _OWN_PARAM_SOURCE),
+        ("sched_setaffinity", _own_process_source("sched_setaffinity", "mask")),
+        ("sched_setscheduler", _own_process_source("sched_setscheduler", "policy, param")),
+        ("sched_setparam", _own_process_source("sched_setparam", "param")),
     ):
         event = f"os.{name}"
         if hasattr(os, name) and not guard.family_allowed(event, (f"posix.{name}",)):
