@@ -59,8 +59,16 @@ def _starts(prefix: str) -> Callable[[object, FrameType], bool]:
     return check
 
 
+#: ``ast.PyCF_ONLY_AST``: with it, ``compile`` returns a tree, never code.
+_ONLY_AST = 0x400
+
+
 def _parse_only(source: object, frame: FrameType) -> bool:
-    return True  # ast.parse asks for a tree: running it needs a compile() of the program
+    """ast.parse asks for a tree: running it needs a compile() of the program. Only if
+    the flags it hands ``compile`` do ask for a tree: they come from ``ast``'s globals,
+    which the program may rewrite (``ast.PyCF_ONLY_AST = 0`` made it return code)."""
+    flags = frame.f_locals.get("flags")
+    return type(flags) is int and flags & _ONLY_AST != 0
 
 
 GENERATING: dict[tuple[str, str], Callable[[object, FrameType], bool]] = {
