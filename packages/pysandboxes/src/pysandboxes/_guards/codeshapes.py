@@ -51,24 +51,48 @@ def _fullmatch(pattern: re.Pattern[str]) -> Callable[[object, FrameType], bool]:
     return check
 
 
-def _starts(prefix: str) -> Callable[[object, FrameType], bool]:
+def _made_by(prefix: str, maker: str) -> Callable[[object, FrameType], bool]:
+    """Source starting with ``prefix``, compiled while the module's ``maker`` builds it,
+    through the module's own functions only. Called by the program, a generating function
+    or its helpers run any body they are handed
+    (``dataclasses._create_fn('f', [], [body], globals={})``, or ``_init_fn`` with any
+    ``self_name``); ``dataclasses._process_class`` hands them only field names."""
+
     def check(source: object, frame: FrameType) -> bool:
         text = source_text(source)
-        return text is not None and text.startswith(prefix)
+        if text is None or not text.startswith(prefix):
+            return False
+        filename = frame.f_code.co_filename
+        caller = frame.f_back
+        for _ in range(8):
+            if caller is None or caller.f_code.co_filename != filename:
+                return False
+            if caller.f_code.co_name == maker:
+                return True
+            caller = caller.f_back
+        return False
 
     return check
 
 
+#: ``ast.PyCF_ONLY_AST``: with it, ``compile`` returns a tree, never code.
+_ONLY_AST = 0x400
+
+
 def _parse_only(source: object, frame: FrameType) -> bool:
-    return True  # ast.parse asks for a tree: running it needs a compile() of the program
+    """ast.parse asks for a tree: running it needs a compile() of the program. Only if
+    the flags it hands ``compile`` do ask for a tree: they come from ``ast``'s globals,
+    which the program may rewrite (``ast.PyCF_ONLY_AST = 0`` made it return code)."""
+    flags = frame.f_locals.get("flags")
+    return type(flags) is int and flags & _ONLY_AST != 0
 
 
 GENERATING: dict[tuple[str, str], Callable[[object, FrameType], bool]] = {
     ("ast", "parse"): _parse_only,
     ("collections", "namedtuple"): _fullmatch(_NAMEDTUPLE),
     # Field names are pasted into the code (docs/security.md lists it).
-    ("dataclasses", "_create_fn"): _starts("def __create_fn__("),
-    ("dataclasses", "add_fns_to_class"): _starts("def __create_fn__("),
+    ("dataclasses", "_create_fn"): _made_by("def __create_fn__(", "_process_class"),
+    ("dataclasses", "add_fns_to_class"): _made_by("def __create_fn__(", "_process_class"),
     ("unittest", "_set_signature"): _fullmatch(_MOCK_SIGNATURE),
     ("unittest", "_set_async_signature"): _fullmatch(_MOCK_SIGNATURE),
     ("rlcompleter", "attr_matches"): _fullmatch(_DOTTED_NAME),

@@ -1,7 +1,8 @@
 """Judged copies of the functions CPython does not report, put where the program finds them.
 
 ``_posixsubprocess.fork_exec``, ``signal.pidfd_send_signal``, ``os.setpriority`` and the
-scheduling calls, ``_posixshmem``'s ``shm_open``/``shm_unlink`` and ``_imp``'s module
+scheduling calls, ``os.chroot`` and the calls changing the process's identity,
+``_posixshmem``'s ``shm_open``/``shm_unlink`` and ``_imp``'s module
 makers raise no audit event: each is replaced, before anything can bind it, by a copy that
 raises one (``pysandboxes.refuse``, ``pysandboxes.shm``, ``pysandboxes.extension``) for
 the call guard to judge. The copies hold the original only as a keyword-only default,
@@ -21,6 +22,24 @@ if TYPE_CHECKING:
 
     from .calls import CallGuard
 
+#: Unreported calls that change the identity, the groups, the namespaces or the root of
+#: the process (category ``privileges``): refused unless a rule allows them. As root,
+#: ``chroot`` changes what every path the guards judge means to the kernel.
+_PRIVILEGE_CALLS = (
+    "chroot",
+    "setuid",
+    "seteuid",
+    "setgid",
+    "setegid",
+    "setreuid",
+    "setregid",
+    "setresuid",
+    "setresgid",
+    "setgroups",
+    "initgroups",
+    "unshare",
+    "setns",
+)
 #: Raised by the sealed copies (the program raising them can only refuse itself).
 EXTENSION_EVENT = "pysandboxes.extension"
 REFUSE_EVENT = "pysandboxes.refuse"
@@ -32,6 +51,7 @@ SEALED_EVENTS = frozenset(
         "os.sched_setaffinity",
         "os.sched_setscheduler",
         "os.sched_setparam",
+        *(f"os.{name}" for name in _PRIVILEGE_CALLS),
     }
 )
 _SEALED_FILE = "<pysandboxes sealed call>"
@@ -143,6 +163,10 @@ def guard_unreported(guard: CallGuard, sealed_globals: dict[str, object]) -> Non
         _refusing_copy(
             holders, "pidfd_send_signal", None, "signal.pidfd_send_signal", sealed_globals
         )
+    for name in _PRIVILEGE_CALLS:
+        event = f"os.{name}"
+        if hasattr(os, name) and not guard.family_allowed(event, (f"posix.{name}",)):
+            _refusing_copy([os, sys.modules["posix"]], name, None, event, sealed_globals)
     from .audit import sealed_function
 
     for name, source in (
