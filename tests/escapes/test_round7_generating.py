@@ -7,7 +7,9 @@ program's string: ``functools.singledispatch(exec)``, a ``NodeVisitor`` whose
 ``visit_str`` is ``exec``, and ``site.addsitedir`` of a directory holding a ``.pth``
 file the program wrote. Now only the functions that generate code count, and only for
 source of the shape they generate (a ``.pth`` line only when the file is the
-interpreter's own). Each probe prints RAN when its string runs; plain python shows it.
+interpreter's own). Round eight: ``ast.parse`` counts only when the flags it hands
+``compile`` ask for a tree, ``dataclasses``' code only while ``@dataclass`` builds a
+class. Each probe prints RAN when its string runs; plain python shows it.
 
 The rules say ``os-sandbox=subprocess``: the Python layer alone is under test.
 """
@@ -17,7 +19,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from escapelab import Lab
+from escapelab import Lab, got
 
 RULES = ("expose-ro=./data", "expose-rw=./out", "os-sandbox=subprocess")
 
@@ -38,6 +40,17 @@ PROBES = {
         with open(folder + '/mine.pth', 'w') as pth:
             pth.write("import sys; print('RAN')\\n")
         site.addsitedir(folder)
+    """,
+    # Round eight: ast.parse reads its tree flag from ast's globals at each call.
+    "ast_flag_cleared": """
+        import ast
+        ast.PyCF_ONLY_AST = 0
+        exec(ast.parse("print('RAN')"))
+    """,
+    # Round eight: dataclasses' code maker called by the program itself, with any body.
+    "dataclasses_body": """
+        import dataclasses
+        dataclasses._create_fn('f', [], ["print('RAN')"], globals={})()
     """,
 }
 
@@ -76,3 +89,31 @@ def test_generated_code_still_works(lab: Lab) -> None:
     assert "DONE Point(x=1, y=0) Item(name='a', count=0) sys.version" in result.stdout, (
         result.stdout + result.stderr
     )
+
+
+def test_ast_parse_still_parses(lab: Lab) -> None:
+    lab.rules(*RULES)
+    code = lab.probe(
+        """
+        import ast
+        tree = ast.parse("x = 1", type_comments=True)
+        print('PARSED', type(tree).__name__, ast.literal_eval('[1, 2]'))
+        """
+    )
+    assert got(lab.run_sandboxed(code), "PARSED Module [1, 2]")
+
+
+def test_dataclasses_still_work(lab: Lab) -> None:
+    lab.rules(*RULES)
+    code = lab.probe(
+        """
+        import dataclasses
+        @dataclasses.dataclass(frozen=True, order=True)
+        class P:
+            a: int
+            b: str = 'x'
+        made = dataclasses.make_dataclass('D', [('x', int)])
+        print('MADE', P(1), P(1) < P(2), made(3))
+        """
+    )
+    assert got(lab.run_sandboxed(code), "MADE P(a=1, b='x') True D(x=3)")
