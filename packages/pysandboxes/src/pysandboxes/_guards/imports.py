@@ -98,14 +98,20 @@ class ImportGuard:
         libraries: Iterable[str],
         own_globals: Iterable[dict[str, object]],
         program_code: Iterable[CodeType] = (),
+        realpath: Callable[[str], str] | None = None,
     ) -> None:
         self._judge = judge
         self._enforcer = enforcer
         self._rule_file = rule_file
         self._stdlib = stdlib.rstrip("/") + "/"
         self._libraries = tuple(r.rstrip("/") + "/" for r in libraries)
+        # A file is judged where the kernel opens it ("//usr/lib/...", "/proc/self/root/...",
+        # a symlink are the file they lead to), with functions captured before the guards.
+        self._realpath = realpath or os.path.realpath
+        roots = {self._stdlib, *self._libraries}
+        roots |= {self._realpath(r).rstrip("/") + "/" for r in roots}
         # site-packages may sit inside the standard library's directory: deepest first.
-        self._roots_deepest_first = sorted({self._stdlib, *self._libraries}, key=len, reverse=True)
+        self._roots_deepest_first = sorted(roots, key=len, reverse=True)
         self._kept = tuple(own_globals)  # alive, so that their ids stay theirs
         self._own = {id(g) for g in self._kept}
         self._program_code = frozenset(program_code)
@@ -287,8 +293,18 @@ class ImportGuard:
         return found
 
     def _find_module_of_file(self, path: str) -> str | None:
-        # A path is judged as the kernel opens it: "<stdlib>/../../tmp/x.py" is /tmp/x.py.
-        path = os.path.normpath(path) if path.startswith("/") else path
+        # A path is judged as the kernel opens it: "<stdlib>/../../tmp/x.py" is /tmp/x.py,
+        # and "//<stdlib>/x.py", "/proc/self/root/<stdlib>/x.py" or a link to it is x.
+        if not path.startswith("/"):
+            return self._module_under_root(path)
+        try:
+            real = self._realpath(path)
+        except (OSError, ValueError):  # an unreadable path: C fails to open it as well
+            real = path
+        found = self._module_under_root(real)
+        return found if found is not None else self._module_under_root(os.path.normpath(path))
+
+    def _module_under_root(self, path: str) -> str | None:
         for root in self._roots_deepest_first:
             if path.startswith(root):
                 first = path[len(root) :].split("/")[0]
