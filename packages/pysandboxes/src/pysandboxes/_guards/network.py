@@ -144,8 +144,13 @@ class NetworkGuard:
             self._refuse(message, "?", None)
             return
         proto = "udp" if _TYPE.__get__(sock) & 0xF == _DGRAM else "tcp"
-        if host == "" and direction == "IN":
+        # The names C reads itself, before any lookup (socketmodule.c, setipaddr): "" is
+        # the wildcard address (this host, when connecting) and "<broadcast>" is
+        # 255.255.255.255. Neither resolves through getaddrinfo, which judged nothing.
+        if host == "":
             host = "0.0.0.0" if family == _socket.AF_INET else "::"
+        elif host == "<broadcast>":
+            host = "255.255.255.255"
         key = (proto, host, port, direction)
         if key in self._passed:
             return  # an address (never a name: its answer may move) allowed before
