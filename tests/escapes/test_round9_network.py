@@ -111,5 +111,3 @@ def test_a_rule_for_the_port_still_allows_it(sb: Runner, project: Path, tcp: Lis
         file.write(f"net=ALLOW|tcp|127.0.0.1|{tcp.port}|OUT\n")
     result = sb("-c", CONNECT.format(family="AF_INET", port=tcp.port), timeout=30)
     assert "GOT b'hello" in result.stdout, result.stdout + result.stderr
-
-
