@@ -80,6 +80,28 @@ _RESOLVERS = frozenset(
         ("xml.sax", "_create_parser"),
         ("xml.dom.domreg", "getDOMImplementation"),
         ("warnings", "_getcategory"),
+        # imp (deprecated, still in 3.11): loaders by name or file, extensions included.
+        ("imp", "load_dynamic"),
+        ("imp", "load_source"),
+        ("imp", "load_compiled"),
+        ("imp", "load_package"),
+        ("imp", "load_module"),
+        ("imp", "init_builtin"),
+        ("imp", "init_frozen"),
+        ("pydoc", "importfile"),
+        # unittest imports the test names and discovered files it is handed.
+        ("unittest.loader", "loadTestsFromName"),
+        ("unittest.loader", "loadTestsFromNames"),
+        ("unittest.loader", "_get_module_from_name"),
+        ("unittest.loader", "_find_test_path"),
+        ("unittest.loader", "_find_tests"),
+        ("unittest.loader", "discover"),
+        ("unittest.main", "__init__"),
+        ("unittest.main", "parseArgs"),
+        ("unittest.main", "createTests"),
+        ("unittest.main", "_do_discovery"),
+        ("lib2to3.refactor", "get_fixers"),
+        ("lib2to3.refactor", "__init__"),
     }
 )
 _MACHINERY = frozenset({"importlib._bootstrap", "importlib._bootstrap_external", "zipimport"})
