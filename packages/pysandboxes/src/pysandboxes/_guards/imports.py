@@ -80,6 +80,12 @@ _RESOLVERS = frozenset(
         ("xml.sax", "_create_parser"),
         ("xml.dom.domreg", "getDOMImplementation"),
         ("warnings", "_getcategory"),
+        # importlib.util.LazyLoader: creates and runs the module of the spec it wraps, the
+        # second on the first attribute read.
+        ("importlib.util", "create_module"),
+        ("importlib.util", "exec_module"),
+        ("importlib.util", "__getattribute__"),
+        ("importlib.util", "__delattr__"),
         # imp (deprecated, still in 3.11): loaders by name or file, extensions included.
         ("imp", "load_dynamic"),
         ("imp", "load_source"),
