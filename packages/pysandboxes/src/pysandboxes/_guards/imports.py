@@ -86,6 +86,10 @@ _RESOLVERS = frozenset(
         ("importlib.util", "exec_module"),
         ("importlib.util", "__getattribute__"),
         ("importlib.util", "__delattr__"),
+        # importlib.abc.Loader.load_module: loads with the methods of the loader it is
+        # given, which may all be the import system's own.
+        ("importlib._abc", "load_module"),
+        ("pkgutil", "load_module"),  # pkgutil.ImpLoader, through imp.load_module
         # imp (deprecated, still in 3.11): loaders by name or file, extensions included.
         ("imp", "load_dynamic"),
         ("imp", "load_source"),
