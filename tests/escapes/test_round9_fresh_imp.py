@@ -7,7 +7,8 @@ asking for it (``import asyncio`` needs no rule, and loads ``inspect``, then
 ``importlib``, which imports ``_imp``), and the fresh module held the original
 functions. With them the program made ``_ctypes`` without a ``native`` grant, or a fresh
 ``_posixsubprocess`` whose ``fork_exec`` ran programs without a ``process-exec`` grant.
-``_imp`` is now one of the modules that cannot be made again.
+``_imp`` is now one of the modules that cannot be made again, and so is ``_socket``,
+whose fresh copy looked up the names of the rules afresh instead of from their pins.
 
 The rules say ``os-sandbox=subprocess``: the Python layer alone is under test.
 """
@@ -62,3 +63,18 @@ def test_cant_run_a_program_through_a_fresh_fork_exec(lab: Lab) -> None:
     code = lab.probe(body, imports="sys")
     assert got(lab.control(code), "DONE")
     lab.refused(code, ("RuleApiPermissionError", "RuleModuleNotFoundError"))
+
+
+def test_cant_make_socket_again_to_lose_the_pins(lab: Lab) -> None:
+    # A fresh _socket held the system's getaddrinfo instead of the one answering the
+    # names of the rules from their pinned addresses (DNS rebinding).
+    lab.rules(*RULES, "python-import=socket", "net=ALLOW|tcp|localhost|443|OUT")
+    body = (
+        "import socket as first\n"
+        "sys.modules.pop('_socket'); sys.modules.pop('socket', None)\n"
+        "import socket\n"
+        "print('DONE', socket._socket is not first._socket)\n"
+    )
+    code = lab.probe(body, imports="sys")
+    assert got(lab.control(code), "DONE True")
+    lab.refused(code, "RuleApiPermissionError")
