@@ -224,6 +224,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         roots,
         own_globals,
         program_code=[_runner.run.__code__],  # -m: the program asks for its module
+        realpath=Resolver().realpath,
     )
     if not import_judge.allows_any:  # python-import=* switches the guard off
         hook.add(imports.events)

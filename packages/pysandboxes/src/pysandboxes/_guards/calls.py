@@ -102,8 +102,12 @@ _NATIVE_MODULES = {
 }
 
 #: Extension modules whose functions are replaced here: importing one again would hand
-#: out the originals.
-GUARDED_MODULES = frozenset({"_posixsubprocess", "_posixshmem", "_signal", "posix"})
+#: out the originals (a fresh ``_imp`` holds the unjudged ``create_dynamic`` and
+#: ``create_builtin``, which make every other module again, ``_ctypes`` included; a fresh
+#: ``_socket`` the system's lookups instead of the pinned answers).
+GUARDED_MODULES = frozenset(
+    {"_imp", "_posixsubprocess", "_posixshmem", "_signal", "_socket", "posix"}
+)
 
 # fcntl commands and ioctl requests that make the kernel signal another process (SIGIO).
 _F_SETOWN, _F_SETOWN_EX = 8, 15

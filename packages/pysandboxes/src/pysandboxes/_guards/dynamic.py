@@ -219,9 +219,13 @@ class DynamicCodeGuard:
     def _refuse_disguise(self, filename: object, verb: str) -> None:
         """Refuse program code named after a file of the interpreter's trees."""
         name = _file_name(filename)
-        if name is None or not name.startswith("/"):
+        if name is None:
             return
-        if _normpath(name).startswith(self._roots):
+        # "<frozen json>" is what the frozen modules' code is named: the import, dynamic
+        # and integrity guards take it for the interpreter's, like a file of its trees.
+        if name.startswith("<frozen") or (
+            name.startswith("/") and _normpath(name).startswith(self._roots)
+        ):
             self._enforcer.refuse_call(
                 "builtins.compile",
                 "dynamic-code",

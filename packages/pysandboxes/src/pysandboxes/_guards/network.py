@@ -76,6 +76,16 @@ class NetworkGuard:
             for rule in policy.net
             if rule.allow and "OUT" in rule.directions
         )
+        # The addresses the rules name one by one: the only ones a reverse lookup may ask
+        # about when names are pinned (any other would carry 4 or 16 chosen bytes to
+        # the DNS server in its in-addr.arpa or ip6.arpa query).
+        self._named_addresses = frozenset(
+            netaddr.canonical(network.network_address)
+            for rule in policy.net
+            if rule.allow
+            for network in rule.networks
+            if network.num_addresses == 1
+        )
         self._getaddrinfo: Callable[..., Any] = _socket.getaddrinfo
         self._numeric: set[str] = set()  # host strings that are addresses, not names
         self._passed: set[tuple[str, str, int, str]] = set()
@@ -92,8 +102,8 @@ class NetworkGuard:
             "socket.getaddrinfo": lambda a: self._lookup(a[0] if a else None),
             "socket.gethostbyname": lambda a: self._lookup(a[0] if a else None),
             "socket.gethostbyname_ex": lambda a: self._lookup(a[0] if a else None),
-            "socket.gethostbyaddr": lambda a: self._lookup(a[0] if a else None),
-            "socket.getnameinfo": lambda a: self._lookup(
+            "socket.gethostbyaddr": lambda a: self._reverse(a[0] if a else None),
+            "socket.getnameinfo": lambda a: self._reverse(
                 _tuple_item(a[0], 0) if a and issubclass(type(a[0]), tuple) and a[0] else None
             ),
         }
@@ -144,8 +154,13 @@ class NetworkGuard:
             self._refuse(message, "?", None)
             return
         proto = "udp" if _TYPE.__get__(sock) & 0xF == _DGRAM else "tcp"
-        if host == "" and direction == "IN":
+        # The names C reads itself, before any lookup (socketmodule.c, setipaddr): "" is
+        # the wildcard address (this host, when connecting) and "<broadcast>" is
+        # 255.255.255.255. Neither resolves through getaddrinfo, which judged nothing.
+        if host == "":
             host = "0.0.0.0" if family == _socket.AF_INET else "::"
+        elif host == "<broadcast>":
+            host = "255.255.255.255"
         key = (proto, host, port, direction)
         if key in self._passed:
             return  # an address (never a name: its answer may move) allowed before
@@ -192,6 +207,26 @@ class NetworkGuard:
         self._refuse(
             f"Looking up the name {host!r} is refused: no net= rule names it. Add a rule "
             f"such as 'net=ALLOW|tcp|{host}|443|OUT' to {self._rule_file} to allow it.",
+            host,
+            None,
+            Connection("", host, 0, "lookup"),
+        )
+
+    def _reverse(self, name: object) -> None:
+        """``gethostbyaddr`` and ``getnameinfo``: a name is looked up first, and an address
+        is asked about in a query whose name is the address itself."""
+        host = _text(name)
+        if host is None or not self._only_pinned:
+            return
+        parsed = netaddr.parse_address(host)
+        if parsed is None:
+            self._lookup(host)
+            return
+        if netaddr.canonical(parsed) in self._named_addresses:
+            return
+        self._refuse(
+            f"Looking up the name of the address {host!r} is refused: no net= rule names "
+            "that address, and the query would carry it to the DNS server.",
             host,
             None,
             Connection("", host, 0, "lookup"),

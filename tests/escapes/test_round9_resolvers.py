@@ -1,0 +1,62 @@
+"""Round nine, standard-library functions that import what they are handed.
+
+An import is charged to the code that asks, and the functions that import a name or a
+file they are handed are looked through, so that the import is charged to their caller.
+``imp.load_dynamic`` (any extension module by file), ``imp.init_builtin``,
+``pydoc.importfile`` and ``unittest``'s loader (``loadTestsFromName``, discovery) were
+not listed: the import was charged to them, a library, and allowed. The program, allowed
+``imp``, ``pydoc`` or ``unittest`` only, loaded any module.
+
+The rules say ``os-sandbox=subprocess``: the Python layer alone is under test.
+"""
+
+from __future__ import annotations
+
+import pytest
+from escapelab import Lab, got
+
+RULES = (
+    "expose-ro=./data",
+    "expose-rw=./out",
+    "os-sandbox=subprocess",
+    "python-import=imp",
+    "python-import=pydoc",
+    "python-import=unittest",
+    "python-import=warnings",
+)
+
+SETUP = """\
+import warnings
+warnings.simplefilter('ignore')
+stdlib = sys.base_prefix + '/lib/python%d.%d/' % sys.version_info[:2]
+suffix = sys.modules['_frozen_importlib_external'].EXTENSION_SUFFIXES[0]
+"""
+
+
+@pytest.mark.parametrize(
+    ("call", "module"),
+    [
+        ("import imp; imp.load_dynamic('_csv', stdlib + 'lib-dynload/_csv' + suffix)", "_csv"),
+        ("import imp; imp.init_builtin('_tracemalloc')", "_tracemalloc"),
+        ("import pydoc; pydoc.importfile(stdlib + 'colorsys.py')", "colorsys"),
+        ("import unittest; unittest.defaultTestLoader.loadTestsFromName('colorsys')", "colorsys"),
+        (
+            "import unittest; unittest.defaultTestLoader.discover("
+            "stdlib, pattern='colorsys.py', top_level_dir=stdlib)",
+            "colorsys",
+        ),
+    ],
+)
+def test_cant_import_through_a_library_that_imports_what_it_is_handed(
+    lab: Lab, call: str, module: str
+) -> None:
+    lab.rules(*RULES)
+    body = SETUP + (
+        f"try:\n    {call}\nexcept Exception as exc:\n    print('REFUSED', type(exc).__name__)\n"
+        f"print('DONE' if {module!r} in sys.modules else 'NOT LOADED')\n"
+    )
+    code = lab.probe(body, imports="sys")
+    assert got(lab.control(code), "DONE")
+    result = lab.run_sandboxed(code)
+    assert "NOT LOADED" in result.stdout, result.stdout + result.stderr
+    assert "DONE" not in result.stdout
