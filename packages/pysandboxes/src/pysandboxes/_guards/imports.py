@@ -36,6 +36,7 @@ from types import CodeType
 from .audit import current_frame
 from .importdoors import finder as make_finder
 from .importdoors import gcd_wrapper, import_wrapper
+from .resolvers import RESOLVERS
 from .values import plain_str
 
 TYPE_CHECKING = False
@@ -51,69 +52,6 @@ if TYPE_CHECKING:
 #: can only get its own imports refused.
 EVENT = "pysandboxes.import"
 
-#: Standard-library functions that import a module named by their caller.
-_RESOLVERS = frozenset(
-    {
-        ("importlib", "import_module"),
-        ("importlib", "reload"),
-        ("importlib.util", "find_spec"),
-        ("pkgutil", "resolve_name"),
-        ("pkgutil", "get_loader"),
-        ("pkgutil", "find_loader"),
-        ("pydoc", "locate"),
-        ("pydoc", "safeimport"),
-        ("runpy", "run_module"),
-        ("runpy", "_run_module_as_main"),
-        ("runpy", "_get_module_details"),
-        ("runpy", "_get_main_module_details"),
-        ("logging.config", "_resolve"),
-        ("logging.config", "resolve"),
-        ("unittest.mock", "_importer"),
-        ("unittest.mock", "_dot_lookup"),
-        ("importlib.metadata", "load"),  # EntryPoint.load
-        ("importlib.resources._common", "resolve"),
-        ("importlib.resources._common", "files"),
-        ("importlib.resources._common", "get_package"),
-        ("importlib.util", "find_spec"),
-        ("pkgutil", "walk_packages"),
-        ("pkgutil", "iter_importers"),
-        ("xml.sax", "_create_parser"),
-        ("xml.dom.domreg", "getDOMImplementation"),
-        ("warnings", "_getcategory"),
-        # importlib.util.LazyLoader: creates and runs the module of the spec it wraps, the
-        # second on the first attribute read.
-        ("importlib.util", "create_module"),
-        ("importlib.util", "exec_module"),
-        ("importlib.util", "__getattribute__"),
-        ("importlib.util", "__delattr__"),
-        # importlib.abc.Loader.load_module: loads with the methods of the loader it is
-        # given, which may all be the import system's own.
-        ("importlib._abc", "load_module"),
-        ("pkgutil", "load_module"),  # pkgutil.ImpLoader, through imp.load_module
-        # imp (deprecated, still in 3.11): loaders by name or file, extensions included.
-        ("imp", "load_dynamic"),
-        ("imp", "load_source"),
-        ("imp", "load_compiled"),
-        ("imp", "load_package"),
-        ("imp", "load_module"),
-        ("imp", "init_builtin"),
-        ("imp", "init_frozen"),
-        ("pydoc", "importfile"),
-        # unittest imports the test names and discovered files it is handed.
-        ("unittest.loader", "loadTestsFromName"),
-        ("unittest.loader", "loadTestsFromNames"),
-        ("unittest.loader", "_get_module_from_name"),
-        ("unittest.loader", "_find_test_path"),
-        ("unittest.loader", "_find_tests"),
-        ("unittest.loader", "discover"),
-        ("unittest.main", "__init__"),
-        ("unittest.main", "parseArgs"),
-        ("unittest.main", "createTests"),
-        ("unittest.main", "_do_discovery"),
-        ("lib2to3.refactor", "get_fixers"),
-        ("lib2to3.refactor", "__init__"),
-    }
-)
 _MACHINERY = frozenset({"importlib._bootstrap", "importlib._bootstrap_external", "zipimport"})
 _PROGRAM, _LIBRARY, _MACHINE = 0, 1, 2
 
@@ -377,7 +315,7 @@ class ImportGuard:
             if kind == _PROGRAM:
                 return True
             if kind == _LIBRARY and (
-                (module, code.co_name) not in _RESOLVERS
+                (module, code.co_name) not in RESOLVERS
                 or code.co_code[frame.f_lasti] == self._import_name  # the resolver's own import
             ):
                 return False
