@@ -260,21 +260,27 @@ class _AfterImport:
         self._adjustments = adjustments
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> object:
-        adjust = self._adjustments.pop(name, None)
-        if adjust is None:
+        # Asked without an import too (the import guard asks every finder whether a
+        # module exists before refusing it, as when learning): the adjustment is used up
+        # only once the module is really executed.
+        adjustments = self._adjustments
+        if name not in adjustments:
             return None
-        if not self._adjustments:
-            sys.meta_path.remove(self)  # type: ignore[arg-type]
         from importlib.machinery import PathFinder
 
         spec = PathFinder.find_spec(name, path)  # type: ignore[arg-type]
         if spec is None or spec.loader is None:
             return spec
         original = spec.loader.exec_module  # type: ignore[union-attr]
+        finder = self
 
         def exec_module(module: object) -> None:
             original(module)  # type: ignore[arg-type]
-            adjust(module)
+            adjust = adjustments.pop(name, None)
+            if not adjustments and any(f is finder for f in list[object](sys.meta_path)):
+                sys.meta_path.remove(finder)  # type: ignore[arg-type]
+            if adjust is not None:
+                adjust(module)
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign, union-attr]
         return spec
@@ -322,7 +328,7 @@ def _unix_sockets_explained(module: object, rule_file: str) -> None:
                 "(connecting to one needs write access to it). Add 'expose-rw=<the "
                 f"socket's directory>' to {rule_file} to allow it.",
                 path="AF_UNIX",
-            ) from exc
+            ) from None  # the bare EPERM's traceback would show this wrapper's frames
 
     __init__.__doc__ = original.__doc__
     kind.__init__ = __init__
