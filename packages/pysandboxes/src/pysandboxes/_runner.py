@@ -244,6 +244,7 @@ def adjust_on_import(tempdir: str | None, rule_file: str = ".py-sandboxes") -> N
     adjustments: dict[str, Callable[[object], None]] = {
         "sqlite3": _convert_sqlite_paths,
         "socket": adjust_socket,
+        "multiprocessing.synchronize": lambda module: _semaphores_explained(module, rule_file),
     }
     if tempdir is not None:
         adjustments["tempfile"] = lambda module: setattr(module, "tempdir", tempdir)
@@ -329,6 +330,31 @@ def _unix_sockets_explained(module: object, rule_file: str) -> None:
                 f"socket's directory>' to {rule_file} to allow it.",
                 path="AF_UNIX",
             ) from None  # the bare EPERM's traceback would show this wrapper's frames
+
+    __init__.__doc__ = original.__doc__
+    kind.__init__ = __init__
+
+
+def _semaphores_explained(module: object, rule_file: str) -> None:
+    """POSIX semaphores (``multiprocessing``'s locks and queues) are files of
+    ``/dev/shm`` that C creates unseen: the kernel layer's bare ``EACCES`` becomes a
+    refusal naming the rule that allows them, still a ``PermissionError``."""
+    synchronize: Any = module
+    kind: Any = synchronize.SemLock
+    original = kind.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            original(self, *args, **kwargs)
+        except PermissionError as exc:
+            if type(exc) is not PermissionError or exc.errno != errno.EACCES:
+                raise
+            raise RulePermissionError(
+                "Creating a semaphore (a multiprocessing lock, queue or pool) is refused "
+                "by the kernel layer: POSIX semaphores live in /dev/shm, which no rule "
+                f"exposes. Add 'expose-rw=/dev/shm' to {rule_file} to allow it.",
+                path="/dev/shm",
+            ) from None
 
     __init__.__doc__ = original.__doc__
     kind.__init__ = __init__

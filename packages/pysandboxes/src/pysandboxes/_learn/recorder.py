@@ -43,6 +43,7 @@ _RUNNER_WRAPPERS = (
     "_convert_sqlite_paths.",
     "_listen_reports_its_bind.",
     "_unix_sockets_explained.",
+    "_semaphores_explained.",
 )
 
 
