@@ -305,7 +305,12 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
     spec = _read_spec(int(sys.argv[1]))
     _mode.enter_sandbox()
     _runner.adjust_on_import(spec.tempdir, spec.rule_file)
-    _runner.session.update(rule_file=spec.rule_file, tempdir=spec.tempdir, provider=spec.provider)
+    _runner.session.update(
+        rule_file=spec.rule_file,
+        tempdir=spec.tempdir,
+        provider=spec.provider,
+        learning="yes" if spec.learning is not None else None,
+    )
     program = spec.program
     code = None
     if program.kind == "script":

@@ -71,6 +71,8 @@ def prepare(program: Program, path: list[str] | None = None) -> None:
     sys.argv[:] = [argv0, *program.args]
     if path is not None:
         sys.path[:] = path
+    if sys.flags.inspect and program.kind != "repl":
+        sys.ps1, sys.ps2 = PS1, PS2  # -i: the prompt after the program is marked too
     if sys.flags.safe_path:
         return
     first = program_directory(program)
@@ -189,7 +191,11 @@ session: dict[str, str | None] = {
     "rule_file": ".py-sandboxes",
     "tempdir": None,
     "provider": "subprocess",
+    "learning": None,
 }
+
+#: The prompts of every interactive session under the rules, ``-i``'s included.
+PS1, PS2 = "⚠ >>> ", "⚠ ... "
 
 
 def interact(namespace: dict[str, object]) -> None:
@@ -210,19 +216,24 @@ def interact(namespace: dict[str, object]) -> None:
     except ImportError:
         import code
 
-        sys.ps1 = "⚠ >>> "
-        sys.ps2 = "⚠ ... "
+        sys.ps1, sys.ps2 = PS1, PS2
         banner = ""
         if sys.stdin.isatty() and sys.stdout.isatty():
-            banner = (
-                f"SANDBOXES Python {sys.version} on {sys.platform}\n"
-                f"**APIs are LIMITED according to the rules in '{rule_file}' "
-                f"and by the os-sandbox='{session['provider']}'**"
+            what = (
+                f"API calls are LEARNED and saved in '{rule_file}' at the end of the session"
+                if session["learning"]
+                else f"APIs are LIMITED according to the rules in '{rule_file}' "
+                f"and by the os-sandbox='{session['provider']}'"
             )
+            banner = f"SANDBOXES Python {sys.version} on {sys.platform}\n**{what}**"
         code.interact(banner=banner, local=namespace, exitmsg="")
         return
     python_sb_interact(
-        namespace, rule_file, session["tempdir"], session["provider"] or "subprocess"
+        namespace,
+        rule_file,
+        session["tempdir"],
+        session["provider"] or "subprocess",
+        learning=bool(session["learning"]),
     )
 
 

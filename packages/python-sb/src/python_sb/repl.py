@@ -45,11 +45,16 @@ def banner(rule_file: str, *, learning: bool = False, provider: str = "subproces
 
 
 def interact(
-    namespace: dict[str, Any], rule_file: str, tempdir: str | None, provider: str = "subprocess"
+    namespace: dict[str, Any],
+    rule_file: str,
+    tempdir: str | None,
+    provider: str = "subprocess",
+    *,
+    learning: bool = False,
 ) -> None:
     """Run the session in ``namespace`` (the ``__main__`` of the sandbox)."""
     show_banner = sys.stdin.isatty() and sys.stdout.isatty()
-    text = banner(rule_file, provider=provider) if show_banner else ""
+    text = banner(rule_file, learning=learning, provider=provider) if show_banner else ""
     try:
         import IPython
     except ImportError:
