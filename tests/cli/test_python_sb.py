@@ -210,6 +210,7 @@ def test_session_with_ipython(python_sb: str, project: Path) -> None:
     assert "SANDBOXES Python" in screen
     assert "⚠ In [2]" in screen
     assert "Reading '/etc/shadow' is refused" in screen
+    assert "pysandboxes" not in screen.split("Reading '/etc/shadow'")[0]  # no guard frame
     assert "Signature" in screen
 
 

@@ -102,4 +102,19 @@ def _ipython(ipython: Any, namespace: dict[str, Any], text: str, tempdir: str | 
         print(text)
         version = ipython.__version__
         print(f"IPython {version} -- An enhanced Interactive Python. Type '?' for help.")
-    ipython.start_ipython(argv=[], user_ns=namespace, config=config)
+    from IPython.terminal.ipapp import TerminalIPythonApp
+
+    app: Any = TerminalIPythonApp.instance(user_ns=namespace, config=config)
+    app.initialize([])
+    app.shell.set_custom_exc((Exception,), _without_sandbox_frames)
+    app.start()
+
+
+def _without_sandbox_frames(
+    shell: Any, etype: type[BaseException], value: BaseException, tb: Any, tb_offset: Any = None
+) -> None:
+    """Show an error of a cell as the standard session does: a refusal's traceback ends
+    at the line typed, without the frames of the guard that raised it."""
+    from pysandboxes._runner import user_traceback
+
+    shell.showtraceback((etype, value, user_traceback(tb)), tb_offset=tb_offset)
