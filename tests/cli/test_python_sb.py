@@ -210,6 +210,7 @@ def test_session_with_ipython(python_sb: str, project: Path) -> None:
     assert "SANDBOXES Python" in screen
     assert "⚠ In [2]" in screen
     assert "Reading '/etc/shadow' is refused" in screen
+    assert "pysandboxes" not in screen.split("Reading '/etc/shadow'")[0]  # no guard frame
     assert "Signature" in screen
 
 
@@ -257,3 +258,30 @@ def test_the_banner_names_the_kernel_provider() -> None:
     assert "and by the os-sandbox='landlock'" in banner(".py-sandboxes", provider="landlock")
     assert "by the Python layer alone" in banner(".py-sandboxes", provider="subprocess")
     assert "NOT SANDBOXED" in banner(".py-sandboxes", provider="none")
+
+
+def test_a_learning_session_says_it_learns(python_sb: str, project: Path) -> None:
+    # No rule file: the session learns, refuses nothing, and the banner says so rather
+    # than claiming limits.
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    terminal = Terminal([python_sb], project, env)
+    try:
+        terminal.read_until("API calls are LEARNED and saved in '.py-sandboxes'")
+        screen = plain_screen(terminal.read_until("⚠ "))
+    finally:
+        terminal.close()
+    assert "APIs are LIMITED" not in screen
+
+
+def test_the_prompt_after_a_program_run_with_i_is_marked(python_sb: str, project: Path) -> None:
+    rules(project)
+    (project / "app.py").write_text("x = 41\n")
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    terminal = Terminal([python_sb, "-i", "app.py"], project, env)
+    try:
+        terminal.read_until("⚠ >>> ")
+        terminal.type("print(x + 1)")
+        screen = plain_screen(terminal.read_until("42"))
+    finally:
+        terminal.close()
+    assert "⚠ >>> print(x + 1)" in screen

@@ -98,6 +98,25 @@ def test_uncaught_exception_printed_once_without_our_frames(
     assert "pysandboxes" not in ours.stderr
 
 
+def test_script_file_readable_without_a_rule_its_neighbours_not(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # A learned rule file names no expose-ro= for the script itself: its traceback still
+    # shows its lines, and multiprocessing's spawn children can run it again by its path.
+    rules(project, "")
+    (project / "secret.txt").write_text("s\n")
+    (project / "app.py").write_text(
+        "import os\n"
+        "print(open(__file__).read().count('\\n'), os.path.exists('secret.txt'))\n"
+        "def f():\n    raise KeyError('k')\n\nf()\n"
+    )
+    ours, theirs = sb("app.py"), py("app.py")
+    assert ours.returncode == theirs.returncode == 1
+    assert ours.stdout == "6 False\n"
+    assert ours.stderr == theirs.stderr
+    assert "raise KeyError('k')" in ours.stderr
+
+
 def test_syntax_error_reported_as_python(sb: Runner, py: Runner, project: Path) -> None:
     rules(project, "expose-ro=.\n")
     (project / "bad.py").write_text("x = (\n")

@@ -431,3 +431,22 @@ def test_cant_make_a_program_outside_the_rules_set_user_id(
     result = sb(script, str(program))
     assert result.stdout == "REFUSED EPERM\n", result.stderr
     assert not program.stat().st_mode & 0o4000
+
+
+def test_a_refused_semaphore_says_which_rule_allows_it(sb: Runner, project: Path):
+    # multiprocessing's locks are POSIX semaphores, files of /dev/shm created in C: the
+    # kernel's bare EACCES names the rule to add, and that rule is enough.
+    (project / ".py-sandboxes").write_text("python-import=multiprocessing\n")
+    code = (
+        "import multiprocessing\n"
+        "try:\n"
+        "    multiprocessing.Lock()\n"
+        "except PermissionError as exc:\n"
+        "    print(type(exc).__name__, exc)\n"
+        "else:\n"
+        "    print('made')\n"
+    )
+    refused = sb("-c", code)
+    assert refused.stdout.startswith("RulePermissionError Creating a semaphore"), refused.stderr
+    assert "Add 'expose-rw=/dev/shm' to .py-sandboxes" in refused.stdout
+    assert sb("--expose-rw=/dev/shm", "-c", code).stdout == "made\n"

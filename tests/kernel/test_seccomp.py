@@ -444,6 +444,10 @@ def test_a_refused_unix_socket_says_why_and_how_to_allow_it(sb: Runner, project:
     result = sb("-c", code)
     assert result.stdout.startswith("RulePermissionError Creating an AF_UNIX socket"), result.stderr
     assert "Add 'expose-rw=<the socket's directory>' to .py-sandboxes" in result.stdout
+    uncaught = sb("-c", "import socket\nsocket.socket(socket.AF_UNIX)\n")
+    assert uncaught.returncode == 1
+    assert "RulePermissionError: Creating an AF_UNIX socket" in uncaught.stderr
+    assert "pysandboxes/_runner.py" not in uncaught.stderr  # no frame of the wrapper
 
 
 SET_USER_ID_BY_MKNOD = """

@@ -111,3 +111,19 @@ def test_the_library_gives_the_same_report(project: Path) -> None:
     report = pysandboxes.enforcement_report(rules=["expose-ro=."], cwd=str(project))
     assert report["provider"] == os.environ.get("OS_SANDBOX", "landlock")
     assert json.loads(json.dumps(report)) == report
+
+
+def test_without_a_kernel_layer_the_report_claims_no_seccomp(project: Path) -> None:
+    # os-sandbox=subprocess and none have no seccomp filter: no row may say it refuses
+    # set-ID modes, and under none no row may say the Python layer refuses signals.
+    import pysandboxes
+
+    for provider in ("subprocess", "none"):
+        report = pysandboxes.enforcement_report(
+            rules=["expose-ro=.", f"os-sandbox={provider}"], cwd=str(project)
+        )
+        rows = {row["rule"]: row for row in report["rules"]}
+        modes = next(row for rule, row in rows.items() if rule.startswith("modes,"))
+        assert "seccomp" not in modes["note"], modes
+        signals = next(row for rule, row in rows.items() if rule.startswith("signals"))
+        assert ("Python layer" in signals["note"]) == (provider == "subprocess"), signals

@@ -273,3 +273,43 @@ def test_a_call_the_sandbox_judges_itself_is_learned(
     result = sb("--learn", "-c", code, str(victims[0].pid))
     assert result.stdout == "19\n", result.stderr
     assert "python-api=ALLOW:os.setpriority" in granted(project / ".py-sandboxes")
+
+
+def test_a_learning_run_uses_the_private_temporary_directory(sb: Runner, project: Path) -> None:
+    # The import guard asks every finder whether a module it would refuse exists: that
+    # question must not use up the adjustment giving tempfile the private directory, or
+    # the learning run writes in /tmp and learns a rule naming a random file there.
+    (project / "app.py").write_text(
+        "import tempfile\n"
+        "with tempfile.NamedTemporaryFile('w', delete=False) as handle:\n"
+        "    handle.write('x')\n"
+        "print('done')\n"
+    )
+    first = sb("app.py")
+    assert first.returncode == 0, first.stderr
+    rules = (project / ".py-sandboxes").read_text()
+    assert "expose-rw=/tmp" not in rules, rules
+    second = sb("app.py")
+    assert (second.returncode, second.stdout) == (0, first.stdout), second.stderr
+
+
+def test_a_database_opened_through_the_adjusted_sqlite3_is_learned(
+    sb: Runner, project: Path
+) -> None:
+    # sqlite3.connect is adjusted by the runner: its wrapper acts for the program, whose
+    # line the learned rule names, like any other wrapper's.
+    (project / "out").mkdir()
+    (project / "out" / "db.sqlite").touch()
+    (project / "app.py").write_text(
+        "import sqlite3\n"
+        "db = sqlite3.connect('out/db.sqlite')\n"
+        "db.execute('create table if not exists t(x)')\n"
+        "db.commit()\n"
+        "print('done')\n"
+    )
+    first = sb("app.py")
+    assert first.returncode == 0, first.stderr
+    rules = (project / ".py-sandboxes").read_text()
+    assert "expose-rw=./out/db.sqlite  # learned: written by app.py:2" in rules, rules
+    second = sb("app.py")
+    assert (second.returncode, second.stdout) == (0, "done\n"), second.stderr

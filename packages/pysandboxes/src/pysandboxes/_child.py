@@ -306,7 +306,12 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
     spec = _read_spec(int(sys.argv[1]))
     _mode.enter_sandbox()
     _runner.adjust_on_import(spec.tempdir, spec.rule_file)
-    _runner.session.update(rule_file=spec.rule_file, tempdir=spec.tempdir, provider=spec.provider)
+    _runner.session.update(
+        rule_file=spec.rule_file,
+        tempdir=spec.tempdir,
+        provider=spec.provider,
+        learning="yes" if spec.learning is not None else None,
+    )
     program = spec.program
     code = None
     if program.kind == "script":
@@ -331,6 +336,11 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
     roots = interpreter_roots()
     full_path = list(sys.path) if path is None else path
     files = module_files(program.target, full_path) if program.kind == "module" else []
+    if code is not None and program.kind == "script":
+        # The script's own file is the program, as a -m module's files are: readable
+        # without a rule, for tracebacks (linecache) and the children multiprocessing
+        # starts with spawn or forkserver, which run it again by its path.
+        files.append(os.path.realpath(program.target))
     if spec.learning is not None:
         # The pipe is the child's alone: programs it starts must not write events.
         os.set_inheritable(spec.learning.event_fd, False)

@@ -71,6 +71,8 @@ def prepare(program: Program, path: list[str] | None = None) -> None:
     sys.argv[:] = [argv0, *program.args]
     if path is not None:
         sys.path[:] = path
+    if sys.flags.inspect and program.kind != "repl":
+        sys.ps1, sys.ps2 = PS1, PS2  # -i: the prompt after the program is marked too
     if sys.flags.safe_path:
         return
     first = program_directory(program)
@@ -189,7 +191,11 @@ session: dict[str, str | None] = {
     "rule_file": ".py-sandboxes",
     "tempdir": None,
     "provider": "subprocess",
+    "learning": None,
 }
+
+#: The prompts of every interactive session under the rules, ``-i``'s included.
+PS1, PS2 = "⚠ >>> ", "⚠ ... "
 
 
 def interact(namespace: dict[str, object]) -> None:
@@ -210,19 +216,24 @@ def interact(namespace: dict[str, object]) -> None:
     except ImportError:
         import code
 
-        sys.ps1 = "⚠ >>> "
-        sys.ps2 = "⚠ ... "
+        sys.ps1, sys.ps2 = PS1, PS2
         banner = ""
         if sys.stdin.isatty() and sys.stdout.isatty():
-            banner = (
-                f"SANDBOXES Python {sys.version} on {sys.platform}\n"
-                f"**APIs are LIMITED according to the rules in '{rule_file}' "
-                f"and by the os-sandbox='{session['provider']}'**"
+            what = (
+                f"API calls are LEARNED and saved in '{rule_file}' at the end of the session"
+                if session["learning"]
+                else f"APIs are LIMITED according to the rules in '{rule_file}' "
+                f"and by the os-sandbox='{session['provider']}'"
             )
+            banner = f"SANDBOXES Python {sys.version} on {sys.platform}\n**{what}**"
         code.interact(banner=banner, local=namespace, exitmsg="")
         return
     python_sb_interact(
-        namespace, rule_file, session["tempdir"], session["provider"] or "subprocess"
+        namespace,
+        rule_file,
+        session["tempdir"],
+        session["provider"] or "subprocess",
+        learning=bool(session["learning"]),
     )
 
 
@@ -244,6 +255,7 @@ def adjust_on_import(tempdir: str | None, rule_file: str = ".py-sandboxes") -> N
     adjustments: dict[str, Callable[[object], None]] = {
         "sqlite3": _convert_sqlite_paths,
         "socket": adjust_socket,
+        "multiprocessing.synchronize": lambda module: _semaphores_explained(module, rule_file),
     }
     if tempdir is not None:
         adjustments["tempfile"] = lambda module: setattr(module, "tempdir", tempdir)
@@ -260,21 +272,27 @@ class _AfterImport:
         self._adjustments = adjustments
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> object:
-        adjust = self._adjustments.pop(name, None)
-        if adjust is None:
+        # Asked without an import too (the import guard asks every finder whether a
+        # module exists before refusing it, as when learning): the adjustment is used up
+        # only once the module is really executed.
+        adjustments = self._adjustments
+        if name not in adjustments:
             return None
-        if not self._adjustments:
-            sys.meta_path.remove(self)  # type: ignore[arg-type]
         from importlib.machinery import PathFinder
 
         spec = PathFinder.find_spec(name, path)  # type: ignore[arg-type]
         if spec is None or spec.loader is None:
             return spec
         original = spec.loader.exec_module  # type: ignore[union-attr]
+        finder = self
 
         def exec_module(module: object) -> None:
             original(module)  # type: ignore[arg-type]
-            adjust(module)
+            adjust = adjustments.pop(name, None)
+            if not adjustments and any(f is finder for f in list[object](sys.meta_path)):
+                sys.meta_path.remove(finder)  # type: ignore[arg-type]
+            if adjust is not None:
+                adjust(module)
 
         spec.loader.exec_module = exec_module  # type: ignore[method-assign, union-attr]
         return spec
@@ -322,7 +340,32 @@ def _unix_sockets_explained(module: object, rule_file: str) -> None:
                 "(connecting to one needs write access to it). Add 'expose-rw=<the "
                 f"socket's directory>' to {rule_file} to allow it.",
                 path="AF_UNIX",
-            ) from exc
+            ) from None  # the bare EPERM's traceback would show this wrapper's frames
+
+    __init__.__doc__ = original.__doc__
+    kind.__init__ = __init__
+
+
+def _semaphores_explained(module: object, rule_file: str) -> None:
+    """POSIX semaphores (``multiprocessing``'s locks and queues) are files of
+    ``/dev/shm`` that C creates unseen: the kernel layer's bare ``EACCES`` becomes a
+    refusal naming the rule that allows them, still a ``PermissionError``."""
+    synchronize: Any = module
+    kind: Any = synchronize.SemLock
+    original = kind.__init__
+
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            original(self, *args, **kwargs)
+        except PermissionError as exc:
+            if type(exc) is not PermissionError or exc.errno != errno.EACCES:
+                raise
+            raise RulePermissionError(
+                "Creating a semaphore (a multiprocessing lock, queue or pool) is refused "
+                "by the kernel layer: POSIX semaphores live in /dev/shm, which no rule "
+                f"exposes. Add 'expose-rw=/dev/shm' to {rule_file} to allow it.",
+                path="/dev/shm",
+            ) from None
 
     __init__.__doc__ = original.__doc__
     kind.__init__ = __init__

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from pysandboxes._spec import LaunchSpec
 
 _PYTHON = Origin("<python>", 0, "the interpreter's own files")
-_PROGRAM = Origin("<program>", 0, "the module run with -m")
+_PROGRAM = Origin("<program>", 0, "the script, or the module run with -m")
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 
 

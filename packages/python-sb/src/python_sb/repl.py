@@ -45,11 +45,16 @@ def banner(rule_file: str, *, learning: bool = False, provider: str = "subproces
 
 
 def interact(
-    namespace: dict[str, Any], rule_file: str, tempdir: str | None, provider: str = "subprocess"
+    namespace: dict[str, Any],
+    rule_file: str,
+    tempdir: str | None,
+    provider: str = "subprocess",
+    *,
+    learning: bool = False,
 ) -> None:
     """Run the session in ``namespace`` (the ``__main__`` of the sandbox)."""
     show_banner = sys.stdin.isatty() and sys.stdout.isatty()
-    text = banner(rule_file, provider=provider) if show_banner else ""
+    text = banner(rule_file, learning=learning, provider=provider) if show_banner else ""
     try:
         import IPython
     except ImportError:
@@ -97,4 +102,19 @@ def _ipython(ipython: Any, namespace: dict[str, Any], text: str, tempdir: str | 
         print(text)
         version = ipython.__version__
         print(f"IPython {version} -- An enhanced Interactive Python. Type '?' for help.")
-    ipython.start_ipython(argv=[], user_ns=namespace, config=config)
+    from IPython.terminal.ipapp import TerminalIPythonApp
+
+    app: Any = TerminalIPythonApp.instance(user_ns=namespace, config=config)
+    app.initialize([])
+    app.shell.set_custom_exc((Exception,), _without_sandbox_frames)
+    app.start()
+
+
+def _without_sandbox_frames(
+    shell: Any, etype: type[BaseException], value: BaseException, tb: Any, tb_offset: Any = None
+) -> None:
+    """Show an error of a cell as the standard session does: a refusal's traceback ends
+    at the line typed, without the frames of the guard that raised it."""
+    from pysandboxes._runner import user_traceback
+
+    shell.showtraceback((etype, value, user_traceback(tb)), tb_offset=tb_offset)

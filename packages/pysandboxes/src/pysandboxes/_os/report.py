@@ -150,7 +150,11 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
             "signals and abstract sockets stay inside the sandbox",
             python,
             host.signals,
-            "" if host.signals else "the Python layer refuses os.kill of other processes only",
+            ""
+            if host.signals
+            else "the Python layer refuses os.kill of other processes only"
+            if host.python
+            else "nothing refuses signals to other processes",
         )
     )
     view = "bwrap mount view" if selection.provider == "bwrap" else NO
@@ -163,7 +167,9 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
             ""
             if view != NO
             else "Landlock does not mediate chmod, setxattr or utimes: only "
-            "set-ID bits are refused (seccomp); native code can chmod any file the user owns",
+            "set-ID bits are refused (seccomp); native code can chmod any file the user owns"
+            if host.seccomp
+            else "no kernel layer: native code can chmod any file the user owns",
         )
     )
     rows.append(
