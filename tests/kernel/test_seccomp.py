@@ -447,7 +447,7 @@ def test_a_refused_unix_socket_says_why_and_how_to_allow_it(sb: Runner, project:
     uncaught = sb("-c", "import socket\nsocket.socket(socket.AF_UNIX)\n")
     assert uncaught.returncode == 1
     assert "RulePermissionError: Creating an AF_UNIX socket" in uncaught.stderr
-    assert "pysandboxes/_runner.py" not in uncaught.stderr  # no frame of the wrapper
+    assert "pysandboxes/_adjust.py" not in uncaught.stderr  # no frame of the wrapper
 
 
 SET_USER_ID_BY_MKNOD = """

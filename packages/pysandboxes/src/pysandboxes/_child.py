@@ -259,6 +259,7 @@ _PUBLIC = frozenset(
         "pysandboxes._mode",
         "pysandboxes._record",
         "pysandboxes._runner",
+        "pysandboxes._adjust",
         "pysandboxes._version",
         "pysandboxes._guards.filewraps",
         "pysandboxes._guards.pinned",
@@ -305,7 +306,9 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
     """
     spec = _read_spec(int(sys.argv[1]))
     _mode.enter_sandbox()
-    _runner.adjust_on_import(spec.tempdir, spec.rule_file)
+    from pysandboxes._adjust import adjust_on_import
+
+    adjust_on_import(spec.tempdir, spec.rule_file)
     _runner.session.update(
         rule_file=spec.rule_file,
         tempdir=spec.tempdir,

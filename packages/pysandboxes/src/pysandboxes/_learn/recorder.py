@@ -37,20 +37,8 @@ _MAX_SENT = 50_000
 _BOOTSTRAP = (os.path.join(_OWN_DIR, "_runner.py"), os.path.join(_OWN_DIR, "_child.py"))
 
 
-#: The runner's adjustments of standard modules (``sqlite3.connect``, ``socket``'s
-#: ``listen`` and constructor): wrappers, which act for their caller like the others.
-_RUNNER_WRAPPERS = (
-    "_convert_sqlite_paths.",
-    "_listen_reports_its_bind.",
-    "_unix_sockets_explained.",
-    "_semaphores_explained.",
-)
-
-
-def _acting_for_caller(filename: str, qualname: str = "") -> bool:
+def _acting_for_caller(filename: str) -> bool:
     """Guards, wrappers and the standard library act for whoever called them."""
-    if filename == _BOOTSTRAP[0]:
-        return qualname.startswith(_RUNNER_WRAPPERS)
     if filename.startswith(_OWN_DIR):
         return filename not in _BOOTSTRAP
     # "<pysandboxes ...>": the sealed hook and the sealed copies of guarded functions.
@@ -99,9 +87,7 @@ class Learning:
             below_hook = below_hook.f_back
         frame = below_hook.f_back if below_hook is not None else frame
         importing = False
-        while frame is not None and _acting_for_caller(
-            frame.f_code.co_filename, frame.f_code.co_qualname
-        ):
+        while frame is not None and _acting_for_caller(frame.f_code.co_filename):
             importing = importing or frame.f_code.co_filename.startswith("<frozen importlib")
             frame = frame.f_back
         if frame is None:
