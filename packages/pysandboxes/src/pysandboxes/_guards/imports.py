@@ -82,6 +82,7 @@ class ImportGuard:
         roots |= {self._realpath(r).rstrip("/") + "/" for r in roots}
         # site-packages may sit inside the standard library's directory: deepest first.
         self._roots_deepest_first = sorted(roots, key=len, reverse=True)
+        self._trees = tuple(self._roots_deepest_first)
         self._kept = tuple(own_globals)  # alive, so that their ids stay theirs
         self._own = {id(g) for g in self._kept}
         self._program_code = frozenset(program_code)
@@ -257,9 +258,13 @@ class ImportGuard:
             return None
         if path in self._file_modules:
             return self._file_modules[path]
-        if len(self._file_modules) > 8192:
-            self._file_modules.clear()
-        found = self._file_modules[path] = self._find_module_of_file(path)
+        found = self._find_module_of_file(path)
+        # Kept only for plain paths inside the interpreter's trees, which the sandbox may
+        # not write: elsewhere a link swapped later would make a kept answer stale.
+        if path.startswith(self._trees) and "//" not in path and "/." not in path:
+            if len(self._file_modules) > 8192:
+                self._file_modules.clear()
+            self._file_modules[path] = found
         return found
 
     def _find_module_of_file(self, path: str) -> str | None:
