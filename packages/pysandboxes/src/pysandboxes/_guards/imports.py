@@ -261,7 +261,8 @@ class ImportGuard:
         found = self._find_module_of_file(path)
         # Kept only for plain paths inside the interpreter's trees, which the sandbox may
         # not write: elsewhere a link swapped later would make a kept answer stale.
-        if path.startswith(self._trees) and "//" not in path and "/." not in path:
+        plain = "//" not in path and "/./" not in path and "/../" not in path
+        if plain and path.startswith(self._trees):
             if len(self._file_modules) > 8192:
                 self._file_modules.clear()
             self._file_modules[path] = found
