@@ -285,3 +285,28 @@ def test_the_prompt_after_a_program_run_with_i_is_marked(python_sb: str, project
     finally:
         terminal.close()
     assert "⚠ >>> print(x + 1)" in screen
+
+
+def test_a_learning_session_learns_what_the_user_typed_not_the_shell(
+    python_sb: str, project: Path
+) -> None:
+    # IPython and prompt_toolkit read variables and load ctypes for themselves; with no
+    # line typed by the user on the stack, that is the shell's, not the user's to grant.
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    env["HOME"] = str(project)
+    terminal = Terminal([python_sb], project, env)
+    try:
+        terminal.read_until("⚠ ")
+        terminal.type("import json")
+        terminal.type("exit()")
+        terminal.read_until("learned")
+        os.waitpid(terminal.pid, 0)
+    finally:
+        os.close(terminal.fd)
+    active = [
+        line.split("  #", 1)[0].strip()
+        for line in (project / ".py-sandboxes").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    learned = [line for line in active if not line.startswith(("py-sandbox=", "os-sandbox="))]
+    assert learned == ["python-import=json"]

@@ -244,7 +244,8 @@ def _enforcer(spec: LaunchSpec) -> Enforcer:
         return Enforcing(messages)
     from pysandboxes._learn.recorder import Learning, watched_environ
 
-    learning = Learning(spec.learning.event_fd, messages, os.getcwd())
+    session = spec.program.kind == "repl"
+    learning = Learning(spec.learning.event_fd, messages, os.getcwd(), session=session)
     watched_environ(learning, spec.learning.forwarded)
     return learning
 

@@ -45,13 +45,28 @@ def _acting_for_caller(filename: str) -> bool:
     return filename.startswith((_STDLIB, "<frozen ", "<pysandboxes "))
 
 
+def _shell_dirs() -> tuple[str, ...]:
+    """Where python-sb's interactive session lives (beside this package in an install,
+    elsewhere in an editable one): its frames are the shell's, never the user's."""
+    from importlib.machinery import PathFinder
+
+    spec = PathFinder.find_spec("python_sb")
+    locations = spec.submodule_search_locations if spec is not None else None
+    return tuple(location.rstrip("/") + "/" for location in locations or ())
+
+
 class Learning:
     """Record every refusal for the trusted side; the access goes on (see module docs)."""
 
     hides_entries = False
 
-    def __init__(self, fd: int, messages: Messages, cwd: str) -> None:
+    def __init__(self, fd: int, messages: Messages, cwd: str, *, session: bool = False) -> None:
         self._fd = fd
+        # An interactive session: what the shell itself does (IPython, prompt_toolkit,
+        # with no line the user typed on the stack) is not the user's to learn.
+        self._session = session
+        shell = _shell_dirs() if session else ()
+        self._framework = (_STDLIB, _OWN_DIR, "<frozen ", "<pysandboxes ", *shell)
         self._enforcing = Enforcing(messages)
         self._cwd = cwd.rstrip("/") + "/"
         self._sent: set[tuple[str, str, str, str, int]] = set()
@@ -65,6 +80,22 @@ class Learning:
         self._lstat = os.lstat  # the original: created before the file wrappers
 
     # -- where the program did it ------------------------------------------------------
+
+    def _typed_by_the_user(self) -> bool:
+        """Whether a frame of the stack is the user's: a line typed at the prompt, or a
+        file outside the interpreter's trees and this framework (the user's modules)."""
+        frame: FrameType | None = current_frame()
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if not (
+                filename.startswith(self._framework)
+                or filename == "<string>"  # the bootstrap: a session runs no -c code
+                or "/site-packages/" in filename
+                or "/dist-packages/" in filename
+            ):
+                return True
+            frame = frame.f_back
+        return False
 
     def where(self) -> str | None:
         """``file:line`` of the program's code behind the access; ``None`` for our own."""
@@ -108,6 +139,8 @@ class Learning:
             return
         self._busy.add(thread)
         try:
+            if self._session and not self._typed_by_the_user():
+                return
             where, importing = self._site()
             if where is None or (unless_importing and importing):
                 return
