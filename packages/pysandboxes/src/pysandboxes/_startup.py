@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
+from pysandboxes._view import within
 from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
 
 TYPE_CHECKING = False
@@ -29,9 +30,9 @@ def _writable(path: str, policy: Policy, tempdir: str, *, below: bool = False) -
     """Whether the sandbox may write ``path``; ``below``: or anywhere inside it."""
     real = os.path.realpath(path)
     places = [tempdir, *(rule.path for rule in policy.expose if rule.writable)]
-    if below and any(_within(os.path.realpath(p), real) for p in places):
+    if below and any(within(os.path.realpath(p), real) for p in places):
         return True
-    return any(real == p or real.startswith(p.rstrip("/") + "/") for p in places)
+    return any(within(real, p) for p in places)
 
 
 #: Variables whose entries are directories: an empty entry is the working directory.
@@ -70,25 +71,32 @@ def _loader_places(name: str, value: str, cwd: str) -> list[str]:
     return places
 
 
-def _within(path: str, place: str) -> bool:
-    """Whether ``path`` is ``place`` or lies inside it."""
-    return path == place or path.startswith(place.rstrip("/") + "/")
+def launcher_code_places(trees: list[str]) -> tuple[list[str], list[str]]:
+    """Where this interpreter and the sandboxed one load code from, and the package
+    directories of python-sb's own imports outside ``trees`` (see ``_launcher_issues``).
 
-
-def launcher_code_places() -> list[str]:
-    """Where this interpreter and the sandboxed one load code from: python-sb's import
-    path (the script's directory, the standard library, ``site-packages``, whose ``.pth``
-    files run at start-up, ``PYTHONPATH``, the working directory under ``-m``), the
-    directories a project installed in editable mode puts there, the interpreter and its
-    library, and the user's site, even before it exists (a writable parent could make it).
+    The places: python-sb's import path (the script's directory, the standard library,
+    ``site-packages``, whose ``.pth`` files run at start-up, ``PYTHONPATH``, the working
+    directory under ``-m``), the directories a project installed in editable mode puts
+    there, the interpreter and its library, and ``trees``.
     """
     from pysandboxes._view import interpreter_libraries, interpreter_roots, launcher_search_path
 
-    places = [*interpreter_roots(launcher_search_path()), *interpreter_libraries()]
-    places.append(sys.executable)
+    roots = interpreter_roots(launcher_search_path())
+    places = [*roots, *interpreter_libraries(), sys.executable]
     places += [os.path.abspath(entry or ".") for entry in sys.path]
-    places += _library_trees()
-    return list(dict.fromkeys(os.path.realpath(place) for place in places))
+    places = list(dict.fromkeys(os.path.realpath(place) for place in [*places, *trees]))
+    # Packages python-sb imports from an editable install: writing in any subdirectory
+    # changes a module it imports. Other editable packages may hold writable data.
+    imported = {name.partition(".")[0] for name in sys.modules} | {"pysandboxes", "python_sb"}
+    packages = [
+        os.path.realpath(root)
+        for root in roots
+        if os.path.basename(root) in imported
+        and os.path.isdir(root)
+        and not any(within(root, tree) for tree in trees)
+    ]
+    return places, packages
 
 
 def _library_trees() -> list[str]:
@@ -102,33 +110,20 @@ def _library_trees() -> list[str]:
     return [os.path.realpath(tree) for tree in trees]
 
 
-def _package_trees() -> list[str]:
-    """The package directories python-sb's interpreter imports from outside the library
-    trees (python-sb or a library of its own installed in editable mode): writing in any
-    subdirectory of one changes a module it imports. Packages it does not import (the
-    user's project installed in editable mode beside it) may hold writable data."""
-    from pysandboxes._view import added_roots, importable_entries, launcher_search_path
-
-    imported = {name.partition(".")[0] for name in sys.modules} | {"pysandboxes", "python_sb"}
-    trees: list[str] = []
-    for root in added_roots(launcher_search_path()):
-        for entry in importable_entries(root):
-            if os.path.isdir(entry) and os.path.basename(entry) in imported:
-                trees.append(os.path.realpath(entry))
-    return trees
-
-
-def _launcher_issues(policy: Policy, places: Iterable[str]) -> list[ConfigIssue]:
-    """Each writable rule holding one of ``places``, or lying inside a library tree or a
-    package directory of the launcher."""
-    trees = _library_trees() + _package_trees()
+def _launcher_issues(policy: Policy) -> list[ConfigIssue]:
+    """Each writable rule holding a place python-sb loads code from, or lying inside a
+    library tree or a package directory of python-sb's own imports."""
+    writable = [rule for rule in policy.expose if rule.writable]
+    if not writable:
+        return []  # the common case: nothing to list
+    trees = _library_trees()
+    places, packages = launcher_code_places(trees)
+    trees += packages
     issues: list[ConfigIssue] = []
-    for rule in policy.expose:
-        if not rule.writable:
-            continue
+    for rule in writable:
         path = os.path.realpath(rule.path)
-        reached = next((place for place in places if _within(place, path)), None)
-        reached = reached or next((tree for tree in trees if _within(path, tree)), None)
+        reached = next((place for place in places if within(place, path)), None)
+        reached = reached or next((tree for tree in trees if within(path, tree)), None)
         if reached is not None:
             issues.append(
                 ConfigIssue(
@@ -156,7 +151,7 @@ def refuse_planted_code(
     docstring); ``sandboxed``: whether this run is one (a learning run or ``none`` has no
     walls to keep, but its loader variables still load before Python). Raises
     ``ConfigSyntaxError`` with every such rule."""
-    issues = _launcher_issues(policy, launcher_code_places()) if sandboxed else []
+    issues = _launcher_issues(policy) if sandboxed else []
     for name in LOADER_VARIABLES:
         value = child_env.get(name, "")
         for part in _loader_places(name, value, cwd):

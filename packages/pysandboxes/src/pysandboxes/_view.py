@@ -69,14 +69,15 @@ def _search_roots(search: Sequence[str] | None) -> tuple[list[str], list[str]]:
         if not path or path in from_env or not os.path.isabs(path) or not os.path.exists(path):
             continue
         real = os.path.realpath(path)
-        if real == "/" or real in added or any(_within(real, tree) for tree in trees):
+        if real == "/" or real in added or any(within(real, tree) for tree in trees):
             continue
         added.append(real)
     return trees, added
 
 
-def _within(path: str, tree: str) -> bool:
-    return path == tree or path.startswith(tree.rstrip("/") + "/")
+def within(path: str, place: str) -> bool:
+    """Whether ``path`` is ``place`` or lies inside it (both as written)."""
+    return path == place or path.startswith(place.rstrip("/") + "/")
 
 
 def importable_entries(root: str) -> list[str]:

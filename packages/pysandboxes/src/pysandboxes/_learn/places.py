@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import os
 
+from pysandboxes._view import within
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .rules import Context
@@ -82,7 +84,7 @@ def system_tree(path: str, context: Context) -> bool:
     project = os.path.realpath(context.rule_dir)
     if code_place(path, project, context):
         return True
-    inside = path == project or path.startswith(project.rstrip("/") + "/")
+    inside = within(path, project)
     if inside and not _system_place(project, context):
         return False
     for root in _SYSTEM_TREES:
@@ -96,9 +98,9 @@ def code_place(path: str, project: str, context: Context) -> bool:
     """Whether ``path`` lies in one of the interpreter's trees (a venv in the project
     too), unless the project itself lives in that tree."""
     for root in context.code_roots:
-        if project == root or project.startswith(root.rstrip("/") + "/"):
+        if within(project, root):
             continue
-        if path == root or path.startswith(root.rstrip("/") + "/"):
+        if within(path, root):
             return True
     return False
 
