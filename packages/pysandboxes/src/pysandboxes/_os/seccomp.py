@@ -168,10 +168,6 @@ _ABIS = {
     ),
 }
 
-#: The calls refused, by name, for the report and the docs.
-REFUSED_CALLS = tuple(_ABIS["x86_64"].refused)
-
-
 def unavailable_reason() -> str | None:
     """Why no filter can be applied on this machine, or ``None`` when one can."""
     if platform.system() != "Linux":
@@ -269,8 +265,8 @@ def _assemble(steps: list[tuple[object, ...]]) -> bytes:
     return b"".join(encoded)
 
 
-def apply(*, unix_sockets: bool = True, listen: bool = True) -> tuple[str, ...]:
-    """Install the filter on this process and its future children; the calls refused.
+def apply(*, unix_sockets: bool = True, listen: bool = True) -> None:
+    """Install the filter on this process and its future children.
 
     Raises:
         OSError: the kernel refused the filter.
@@ -296,9 +292,6 @@ def apply(*, unix_sockets: bool = True, listen: bool = True) -> tuple[str, ...]:
         if prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(pointer), zero, zero):
             number = ctypes.get_errno()
             raise OSError(number, f"{what} failed: {os.strerror(number)}")
-    families = "AF_INET, AF_INET6, AF_UNIX" if unix_sockets else "AF_INET, AF_INET6"
-    refused = (*REFUSED_CALLS, f"socket() of a family but {families}", "clone(CLONE_NEW*)")
-    return refused + (() if listen else ("listen",))
 
 
 def add_to(layer: AppliedLayer, plan: ConfinementPlan) -> AppliedLayer:
