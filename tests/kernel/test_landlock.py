@@ -375,40 +375,6 @@ def test_nothing_the_program_started_outlives_the_run(sb: Runner, py: Runner, pr
     assert (alive.stat().st_size if alive.exists() else 0) == size, "the daemon still runs"
 
 
-CONNECT_UNIX = """
-fd = libc.socket(1, 1, 0)
-path = sys.argv[1].encode()
-outcome(libc.connect(fd, ctypes.create_string_buffer(b"\\x01\\x00" + path, 110), 110))
-"""
-
-
-@pytest.mark.xfail(
-    strict=True,
-    reason="documented open route: Landlock (ABI <= 7) does not mediate connecting to a "
-    "UNIX socket file; only bwrap's view hides them",
-)
-def test_cant_connect_to_a_unix_socket_outside_the_rules(
-    sb: Runner, py: Runner, project: Path, tmp_path: Path
-) -> None:
-    # A tmux server, an ssh agent, the D-Bus session bus: several run commands outside.
-    import socket
-
-    server = socket.socket(socket.AF_UNIX)
-    server.bind(str(tmp_path / "service.sock"))
-    server.listen(8)
-    try:
-        # With a read-write exposure AF_UNIX sockets may be made (without one, the
-        # seccomp filter refuses them: tests/kernel/test_seccomp.py).
-        (project / "data").mkdir()
-        (project / ".py-sandboxes").write_text(NATIVE_RULES + "expose-rw=./data\n")
-        script = probe(project, CONNECT_UNIX)
-        assert py(script, str(tmp_path / "service.sock")).stdout == "DONE\n"
-        result = sb(script, str(tmp_path / "service.sock"))
-        assert result.stdout.startswith("REFUSED"), result.stderr
-    finally:
-        server.close()
-
-
 SET_USER_ID = """
 outcome(libc.chmod(sys.argv[1].encode(), 0o4755))
 """

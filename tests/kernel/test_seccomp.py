@@ -238,6 +238,26 @@ def test_cant_reach_a_host_socket_without_a_writable_exposure(
         received.get(timeout=0.5)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="documented open route: Landlock (ABI <= 7) does not mediate connecting to a "
+    "UNIX socket file; only bwrap's view hides them",
+)
+def test_cant_reach_a_host_socket_with_a_writable_exposure(
+    sb: Runner, py: Runner, project: Path, host_socket: tuple[str, queue.Queue[bytes]]
+):
+    # A tmux server, an ssh agent, the D-Bus session bus: several run commands outside.
+    # With a read-write exposure AF_UNIX sockets may be made, and Landlock cannot judge
+    # where they connect.
+    path, _ = host_socket
+    (project / "data").mkdir()
+    (project / ".py-sandboxes").write_text(NATIVE_RULES + "expose-rw=./data\n")
+    (project / "probe.py").write_text(NATIVE + CONNECT_UNIX)
+    assert py("probe.py", path).stdout == "DONE\n"
+    result = sb("probe.py", path)
+    assert result.stdout.startswith("REFUSED"), result.stderr
+
+
 def test_socket_pairs_still_work_without_a_writable_exposure(
     sb: Runner, project: Path, provider: str
 ):
