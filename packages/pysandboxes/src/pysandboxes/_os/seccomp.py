@@ -168,6 +168,7 @@ _ABIS = {
     ),
 }
 
+
 def unavailable_reason() -> str | None:
     """Why no filter can be applied on this machine, or ``None`` when one can."""
     if platform.system() != "Linux":
