@@ -253,7 +253,7 @@ def test_config_error_on_a_terminal_shows_the_line(python_sb: str, project: Path
 
 
 def test_the_banner_names_the_kernel_provider() -> None:
-    from python_sb.repl import banner
+    from pysandboxes._inside.repl import banner
 
     assert "and by the os-sandbox='landlock'" in banner(".py-sandboxes", provider="landlock")
     assert "by the Python layer alone" in banner(".py-sandboxes", provider="subprocess")

@@ -140,7 +140,7 @@ def test_refusal_traceback_ends_at_the_program_line(sb: Runner, project: Path) -
     lines = result.stderr.splitlines()
     assert lines[-4].endswith('app.py", line 1, in <module>')
     assert lines[-3].strip() == "open('/etc/hostname').read()"
-    assert "pysandboxes/_guards" not in result.stderr
+    assert "pysandboxes/_inside" not in result.stderr
     assert result.stderr.splitlines()[-1].startswith("pysandboxes.errors.RuleFileNotFoundError:")
 
 

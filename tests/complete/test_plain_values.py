@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pysandboxes._guards.values import plain_bytes, plain_int, plain_str
+from pysandboxes._inside.guards.values import plain_bytes, plain_int, plain_str
 
 
 class LyingStr(str):

@@ -249,7 +249,7 @@ FIND_GUARD = """
 
 GUARD_OFF = {
     "patch_enforcer": """
-        import pysandboxes._enforce as enforce
+        import pysandboxes._inside.enforce as enforce
         enforce.Enforcing.refuse_file = lambda self, report, verdict: None
         print('GOT', open(SECRET_FILE).read())
     """,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from kernelprobes import NATIVE, NATIVE_RULES, Listener
 
-from pysandboxes._os.select import unavailable_reason
+from pysandboxes._host.select import unavailable_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'

@@ -192,8 +192,8 @@ def test_cant_read_the_parents_environment(sb: Runner, py: Runner, project: Path
 
 
 REPORT = """
-from pysandboxes._os import landlock
-from pysandboxes._os.plan import ConfinementPlan
+from pysandboxes._kernel import landlock
+from pysandboxes._policy.plan import ConfinementPlan
 plan = ConfinementPlan(read=("/usr/lib", "/nonexistent"), network=True, tcp_connect=None,
                        tcp_bind=(8080,))
 layer = landlock.apply(plan)

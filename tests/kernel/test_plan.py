@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pysandboxes._os.plan import ConfinementPlan
 from pysandboxes._policy.confinement import MAX_PORTS, compile_plan
 from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._policy.parser import parse_policy
+from pysandboxes._policy.plan import ConfinementPlan
 
 ORIGIN = Origin("<test>", 0, "")
 NEVER = ("/", "/etc", "/home", "/root", "/tmp", "/proc", "/dev", "/sys", "/run", "/var")

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from kernelprobes import CONNECT_MPTCP, NATIVE, NATIVE_RULES, SEND_FASTOPEN, Listener, mptcp_enabled
 
-from pysandboxes._os.select import unavailable_reason
+from pysandboxes._host.select import unavailable_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
@@ -467,7 +467,7 @@ def test_a_refused_unix_socket_says_why_and_how_to_allow_it(sb: Runner, project:
     uncaught = sb("-c", "import socket\nsocket.socket(socket.AF_UNIX)\n")
     assert uncaught.returncode == 1
     assert "RulePermissionError: Creating an AF_UNIX socket" in uncaught.stderr
-    assert "pysandboxes/_adjust.py" not in uncaught.stderr  # no frame of the wrapper
+    assert "pysandboxes/_inside/adjust.py" not in uncaught.stderr  # no frame of the wrapper
 
 
 SET_USER_ID_BY_MKNOD = """

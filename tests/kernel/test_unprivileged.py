@@ -111,7 +111,7 @@ def test_layer_applies_to_an_unprivileged_user(world: Path) -> None:
 def test_namespace_providers_run_for_an_unprivileged_user(
     world: Path, provider: str, hidden: str
 ) -> None:
-    from pysandboxes._os.select import unavailable_reason
+    from pysandboxes._host.select import unavailable_reason
 
     python = _system_python()
     reason = unavailable_reason(provider)

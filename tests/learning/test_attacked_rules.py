@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from learnlab import granted
 
-from pysandboxes._learn import places
-from pysandboxes._learn.rules import Context, learn
+from pysandboxes._host.learning import places
+from pysandboxes._host.learning.rules import Context, learn
 from pysandboxes._policy.parser import parse_policy
 from pysandboxes._policy.writer import write_rule_file
-from pysandboxes._rpc.codec import Event
+from pysandboxes._wire.codec import Event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
@@ -221,7 +221,7 @@ def test_the_waiter_knows_the_interpreters_trees() -> None:
     import site
     import sys
 
-    from pysandboxes._learn.session import _code_roots  # pyright: ignore[reportPrivateUsage]
+    from pysandboxes._host.learning.conclude import _code_roots  # pyright: ignore[reportPrivateUsage]
 
     roots = _code_roots()
     assert os.path.realpath(sys.prefix) in roots
@@ -324,7 +324,7 @@ def test_removing_what_is_not_there_grants_nothing(
 
 
 def test_a_variable_line_learned_before_is_not_contradicted(tmp_path: Path) -> None:
-    from pysandboxes._learn.rules import drop_contradictions
+    from pysandboxes._host.learning.rules import drop_contradictions
 
     venv = tmp_path / "venv"
     (venv / "data").mkdir(parents=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pysandboxes._rpc.codec import (
+from pysandboxes._wire.codec import (
     MAX_EVENTS,
     MAX_LINE,
     Event,

@@ -10,7 +10,7 @@ from pathlib import Path
 from learnlab import granted
 
 from listener import Listener
-from pysandboxes._os import landlock
+from pysandboxes._kernel import landlock
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pysandboxes._learn.rules import Context, display_path, import_group, learn
-from pysandboxes._rpc.codec import Event
+from pysandboxes._host.learning.rules import Context, display_path, import_group, learn
+from pysandboxes._wire.codec import Event
 
 
 def _context(tmp_path: Path, home: str = "/root", names: tuple[str, ...] = ()) -> Context:

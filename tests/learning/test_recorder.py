@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from pysandboxes._enforce import Connection, FileAccess, Messages
-from pysandboxes._learn.recorder import Learning
+from pysandboxes._inside.enforce import Connection, FileAccess, Messages
+from pysandboxes._inside.recorder import Learning
 from pysandboxes._policy.judge import PLANTED_RULES
 from pysandboxes._policy.model import Access, Origin, Verdict
-from pysandboxes._rpc.codec import Event, decode_events
+from pysandboxes._wire.codec import Event, decode_events
 from pysandboxes.errors import RuleApiPermissionError, RulePermissionError
 
 

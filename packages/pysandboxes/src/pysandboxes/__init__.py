@@ -2,20 +2,30 @@
 
 The public surface is declared once, here; everything else lives in ``_``-prefixed
 modules and may change without notice. ``tests/test_public_api.py`` pins this list.
+A folder says which side of the wall its code runs on; imports only go down this tree
+(``lint-imports`` checks it)::
+
+    _api       the entry points behind this module's names
+    _host/     trusted side: load rules, plan, spawn, wait, conclude (learned rules)
+    _inside/   sandboxed side: bootstrap, guards, enforcer, recorder, runner, REPL
+    _wire/     what crosses between them: the spec sent in, the one decoder of events
+    _kernel/   kernel-layer mechanism on a compiled plan: Landlock, seccomp, namespaces
+    _policy/   the rules as data: parser, verdicts, the plan and view they compile to
+    errors     the exception tree (and _mode, _record, _version: plain helpers)
 """
 
-from ._api import enforcement_report as enforcement_report
-from ._mode import is_in_sandbox as is_in_sandbox
-from ._version import __version__ as __version__
-from .errors import ConfigSyntaxError as ConfigSyntaxError
-from .errors import OSLayerUnavailable as OSLayerUnavailable
-from .errors import RuleApiPermissionError as RuleApiPermissionError
-from .errors import RuleFileNotFoundError as RuleFileNotFoundError
-from .errors import RuleModuleNotFoundError as RuleModuleNotFoundError
-from .errors import RulePermissionError as RulePermissionError
-from .errors import RuleSocketConnectionRefusedError as RuleSocketConnectionRefusedError
-from .errors import SandBoxError as SandBoxError
-from .errors import sandbox_denials as sandbox_denials
+from pysandboxes._api import enforcement_report as enforcement_report
+from pysandboxes._mode import is_in_sandbox as is_in_sandbox
+from pysandboxes._version import __version__ as __version__
+from pysandboxes.errors import ConfigSyntaxError as ConfigSyntaxError
+from pysandboxes.errors import OSLayerUnavailable as OSLayerUnavailable
+from pysandboxes.errors import RuleApiPermissionError as RuleApiPermissionError
+from pysandboxes.errors import RuleFileNotFoundError as RuleFileNotFoundError
+from pysandboxes.errors import RuleModuleNotFoundError as RuleModuleNotFoundError
+from pysandboxes.errors import RulePermissionError as RulePermissionError
+from pysandboxes.errors import RuleSocketConnectionRefusedError as RuleSocketConnectionRefusedError
+from pysandboxes.errors import SandBoxError as SandBoxError
+from pysandboxes.errors import sandbox_denials as sandbox_denials
 
 __all__ = [
     "ConfigSyntaxError",

@@ -8,8 +8,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from pysandboxes._launch import LaunchRequest
-    from pysandboxes._os.report import LayerReport
+    from pysandboxes._host.launch import LaunchRequest
+    from pysandboxes._host.report import LayerReport
 
 
 def layer_report(request: LaunchRequest, cwd: str, env: Mapping[str, str]) -> LayerReport:
@@ -19,10 +19,10 @@ def layer_report(request: LaunchRequest, cwd: str, env: Mapping[str, str]) -> La
         ConfigSyntaxError: the rules cannot be used.
         OSLayerUnavailable: the provider the rules ask for cannot run here.
     """
-    from pysandboxes._launch import load_rules
-    from pysandboxes._os import landlock
-    from pysandboxes._os.report import build
-    from pysandboxes._os.select import select
+    from pysandboxes._host.launch import load_rules
+    from pysandboxes._host.report import build
+    from pysandboxes._host.select import select
+    from pysandboxes._kernel import landlock
 
     policy, _ = load_rules(request, cwd, env)
     selection = select(policy, env)
@@ -49,8 +49,8 @@ def enforcement_report(
         ConfigSyntaxError: the rules cannot be used.
         OSLayerUnavailable: the provider the rules ask for cannot run here.
     """
-    from pysandboxes._launch import LaunchRequest
-    from pysandboxes._spec import Program
+    from pysandboxes._host.launch import LaunchRequest
+    from pysandboxes._wire.spec import Program
 
     request = LaunchRequest(Program("repl"), config=rule_file, extra_rules=tuple(rules))
     where = os.path.abspath(cwd or os.getcwd())

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ._version import __version__ as __version__
+from python_sb._version import __version__ as __version__
 
 __all__ = ["__version__", "main"]
 
@@ -28,7 +28,7 @@ def version_text() -> str:
 
 def main(args: list[str] | None = None) -> int:
     """Entry point of the ``python-sb`` console script."""
-    from .argv import UsageError, split
+    from python_sb.argv import UsageError, split
 
     try:
         invocation = split(sys.argv[1:] if args is None else args)
@@ -39,7 +39,7 @@ def main(args: list[str] | None = None) -> int:
         print(version_text())
         return 0
     if invocation.action == "help":
-        from .cli import run_cli
+        from python_sb.cli import run_cli
 
         return run_cli(["--help"])
     if invocation.action == "python-help":
@@ -47,18 +47,17 @@ def main(args: list[str] | None = None) -> int:
     if invocation.action == "show-rules":
         return _run(invocation, show=True)
     if invocation.action == "show-layers":
-        from .layers import show as show_layers
+        from python_sb.layers import show as show_layers
 
         return show_layers(invocation)
     return _run(invocation)
 
 
 def _run(invocation: object, *, show: bool = False) -> int:
-    from pysandboxes._launch import LaunchRequest, run
-    from pysandboxes._spec import Program
+    from pysandboxes._host.launch import LaunchRequest, run
+    from pysandboxes._wire.spec import Program
     from pysandboxes.errors import ConfigSyntaxError, OSLayerUnavailable
-
-    from .argv import Invocation
+    from python_sb.argv import Invocation
 
     assert isinstance(invocation, Invocation)
     kind = invocation.kind
@@ -70,15 +69,16 @@ def _run(invocation: object, *, show: bool = False) -> int:
         config=invocation.config,
         extra_rules=invocation.rules,
         learn=invocation.learn,
+        summary="python_sb.summary:show",  # rich on a terminal, in the waiter
     )
     try:
         if show:
-            from .rules import show as show_rules
+            from python_sb.rules import show as show_rules
 
             return show_rules(request)
         return run(request)
     except ConfigSyntaxError as exc:
-        from .errors import report
+        from python_sb.errors import report
 
         report(exc)
         return CONFIG_ERROR

@@ -2,6 +2,6 @@
 
 import sys
 
-from . import main
+from python_sb import main
 
 sys.exit(main())

@@ -11,7 +11,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .argv import Invocation
+    from python_sb.argv import Invocation
 
 
 def show(invocation: Invocation) -> int:
@@ -26,8 +26,8 @@ def show(invocation: Invocation) -> int:
 
 def _show(invocation: Invocation) -> int:
     from pysandboxes._api import layer_report
-    from pysandboxes._launch import LaunchRequest
-    from pysandboxes._spec import Program
+    from pysandboxes._host.launch import LaunchRequest
+    from pysandboxes._wire.spec import Program
     from pysandboxes.errors import ConfigSyntaxError, OSLayerUnavailable
 
     kind = "repl" if invocation.kind == "interactive" else invocation.kind
@@ -39,7 +39,7 @@ def _show(invocation: Invocation) -> int:
     try:
         report = layer_report(request, os.getcwd(), os.environ)
     except ConfigSyntaxError as exc:
-        from .errors import report as report_error
+        from python_sb.errors import report as report_error
 
         report_error(exc)
         return 255

@@ -1,20 +1,22 @@
 """The summary of a learning run: a rich table on a terminal, plain text on a pipe.
 
-Called by the trusted side of ``pysandboxes`` when a learning run ends (``pysandboxes``
-itself never imports rich). It writes to stderr: stdout belongs to the program.
+``pysandboxes`` returns the summary as a value and imports this renderer by the name
+``python-sb`` gave it (``python_sb.summary:show``); the library never imports rich. It
+writes to stderr: stdout belongs to the program.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TextIO
 
-from pysandboxes._learn.session import plain_summary
+from pysandboxes._host.learning.conclude import plain_summary
 
 
 def show(
     title: str,
-    rows: list[tuple[str, str, str]] | tuple[tuple[str, str, str], ...],
-    notes: list[str],
+    rows: Sequence[tuple[str, str, str]],
+    notes: Sequence[str],
     stream: TextIO,
 ) -> None:
     """Print the learned rules (family, rule, first seen at) and the notes."""

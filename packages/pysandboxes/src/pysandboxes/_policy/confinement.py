@@ -24,16 +24,15 @@ never takes a subtree back), hosts and addresses (Landlock knows TCP ports), UDP
 
 from __future__ import annotations
 
-from pysandboxes._os.plan import ConfinementPlan
-
-from .judge import ApiJudge
-from .registry import CATEGORY_MEMBERS
+from pysandboxes._policy.judge import ApiJudge
+from pysandboxes._policy.plan import ConfinementPlan
+from pysandboxes._policy.registry import CATEGORY_MEMBERS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from .model import ExposeRule, NetRule, Policy
+    from pysandboxes._policy.model import ExposeRule, NetRule, Policy
 
 SYSTEM_READ = (
     "/usr/lib",
@@ -123,7 +122,7 @@ def compile_plan(
     Args:
         policy: the parsed rules (``net=`` and ``python-api=`` are read here).
         exposures: every path the Python layer exposes, rules and implicit grants alike
-            (what ``_child`` gives the file guard).
+            (what ``_inside.bootstrap`` gives the file guard).
         tempdir: the private temporary directory, or ``None``.
         interpreter_files: files the interpreter reads at start-up before any guard
             (``pyvenv.cfg``): a sub-interpreter or a started interpreter reads them again.

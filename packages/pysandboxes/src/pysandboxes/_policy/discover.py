@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import os
 
+from pysandboxes._policy.parser import DEFAULT_RULE_FILE
 from pysandboxes._record import record
-
-from .parser import DEFAULT_RULE_FILE
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,7 +64,7 @@ def module_directory(module: str, search_path: Sequence[str]) -> str | None:
 
 
 def _has_tool_table(path: str) -> bool:
-    from .pyproject import pyproject_rule_lines
+    from pysandboxes._policy.pyproject import pyproject_rule_lines
 
     try:
         with open(path, encoding="utf-8") as handle:

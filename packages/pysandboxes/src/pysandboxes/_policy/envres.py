@@ -12,16 +12,15 @@ A value built from ``${...}`` that comes out empty leaves the variable absent, s
 
 from __future__ import annotations
 
+from pysandboxes._policy.expand import expand, has_reference
+from pysandboxes._policy.globs import fixed_length, name_matches
 from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
-
-from .expand import expand, has_reference
-from .globs import fixed_length, name_matches
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from .model import EnvRule, Policy
+    from pysandboxes._policy.model import EnvRule, Policy
 
 
 def _value(rule: EnvRule, name: str, host: Mapping[str, str]) -> str | None:

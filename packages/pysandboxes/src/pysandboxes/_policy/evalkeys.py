@@ -12,13 +12,13 @@ import ast
 import difflib
 import re
 
-from .model import ApiRule, EvalRule, Origin
+from pysandboxes._policy.model import ApiRule, EvalRule, Origin
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from .lines import Sink
+    from pysandboxes._policy.lines import Sink
 
 #: Syntax groups: a name for a set of ``ast`` node classes.
 SYNTAX_GROUPS: Mapping[str, tuple[str, ...]] = {

@@ -8,18 +8,26 @@ from __future__ import annotations
 
 import os
 
-from .expand import ExpansionError, check
-from .lines import expand_home
-from .model import ApiRule, EnvRule, ExposeRule, IgnoreRule, ImportRule, ProviderOption, UnenvRule
-from .registry import CATEGORIES, SENSITIVE_FUNCTIONS
+from pysandboxes._policy.expand import ExpansionError, check
+from pysandboxes._policy.lines import expand_home
+from pysandboxes._policy.model import (
+    ApiRule,
+    EnvRule,
+    ExposeRule,
+    IgnoreRule,
+    ImportRule,
+    ProviderOption,
+    UnenvRule,
+)
+from pysandboxes._policy.registry import CATEGORIES, SENSITIVE_FUNCTIONS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from .lines import RawRule
-    from .model import Origin
-    from .parser import _Builder as Builder
+    from pysandboxes._policy.builder import Builder
+    from pysandboxes._policy.lines import RawRule
+    from pysandboxes._policy.model import Origin
 
 #: Kernel providers we ship, as ``os-sandbox=`` takes them.
 PROVIDERS = ("landlock", "unshare", "bwrap", "subprocess", "none")

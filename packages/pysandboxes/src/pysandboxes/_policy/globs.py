@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import re
     from collections.abc import Callable, Sequence
 
-    from .model import IgnoreRule
+    from pysandboxes._policy.model import IgnoreRule
 
     IgnoreMatcher = Callable[[str, str | None], IgnoreRule | None]
 

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import os
 
-from .globs import compile_ignore
-from .model import Access, Verdict
-from .registry import SENSITIVE_FUNCTIONS
+from pysandboxes._policy.globs import compile_ignore
+from pysandboxes._policy.model import Access, Verdict
+from pysandboxes._policy.registry import SENSITIVE_FUNCTIONS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
     from ipaddress import IPv4Address, IPv6Address
 
-    from .model import ExposeRule, IgnoreRule, NetRule, Origin, Policy
+    from pysandboxes._policy.model import ExposeRule, IgnoreRule, NetRule, Origin, Policy
 
 
 #: The name of rule files; the sandbox may write none, anywhere.
@@ -217,7 +217,9 @@ class NetJudge:
     """
 
     def __init__(self, rules: Sequence[NetRule]) -> None:
-        from . import netaddr  # ipaddress is loaded only when the network is judged
+        from pysandboxes._policy import (
+            netaddr,  # ipaddress is loaded only when the network is judged
+        )
 
         self._netaddr = netaddr
         self._deny = _NetIndex(r for r in rules if not r.allow)

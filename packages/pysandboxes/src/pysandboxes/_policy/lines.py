@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 
+from pysandboxes._policy.expand import ExpansionError, expand
+from pysandboxes._policy.model import ARG_SOURCE, Origin
 from pysandboxes._record import record, replace
 from pysandboxes.errors import ConfigIssue
-
-from .expand import ExpansionError, expand
-from .model import ARG_SOURCE, Origin
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import re
 import time
 
-from . import netaddr
-from .model import NetRule, Origin
+from pysandboxes._policy import netaddr
+from pysandboxes._policy.model import NetRule, Origin
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-    from .lines import Sink
+    from pysandboxes._policy.lines import Sink
 
 if TYPE_CHECKING:
     #: Resolves a hostname to its addresses; raises ``OSError`` when it cannot.

@@ -11,15 +11,14 @@ from __future__ import annotations
 import os
 import sys
 
-from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
-
-from . import families
-from .expand import ExpansionError, expand, has_reference
-from .families import FOREIGN_PROVIDERS as FOREIGN_PROVIDERS
-from .families import PROVIDER_OPTIONS as PROVIDER_OPTIONS
-from .families import PROVIDERS as PROVIDERS
-from .lines import LineReader, RawRule, expand_home
-from .model import (
+from pysandboxes._policy import families
+from pysandboxes._policy.builder import Builder
+from pysandboxes._policy.expand import has_reference
+from pysandboxes._policy.families import FOREIGN_PROVIDERS as FOREIGN_PROVIDERS
+from pysandboxes._policy.families import PROVIDER_OPTIONS as PROVIDER_OPTIONS
+from pysandboxes._policy.families import PROVIDERS as PROVIDERS
+from pysandboxes._policy.lines import LineReader, RawRule, expand_home
+from pysandboxes._policy.model import (
     ARG_SOURCE,
     ApiRule,
     EvalRule,
@@ -29,13 +28,14 @@ from .model import (
     Policy,
     Setting,
 )
+from pysandboxes.errors import ConfigSyntaxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
     from typing import Any
 
-    from .netrules import Resolver
+    from pysandboxes._policy.netrules import Resolver
 
 SINGLE_KEYS = (
     "os-sandbox",
@@ -57,37 +57,6 @@ _RESULT_MODES = {
     "objects": "objects",
 }
 DEFAULT_RULE_FILE = ".py-sandboxes"
-
-
-class _Builder:
-    """Accumulates rules and issues while the lines are read."""
-
-    def __init__(self, cwd: str, env: Mapping[str, str], resolve_host: Resolver | None) -> None:
-        self.cwd = cwd
-        self.env = env
-        self.resolve_host = resolve_host
-        self.issues: list[ConfigIssue] = []
-        self.warnings: list[str] = []
-        self.lists: dict[str, list[Any]] = {}
-        self.singles: dict[str, list[tuple[Any, Origin]]] = {}
-        self.lock: Origin | None = None
-        self.extra: list[Origin] = []
-
-    def issue(self, origin: Origin, message: str) -> None:
-        self.issues.append(ConfigIssue(origin.source, origin.line, message))
-
-    def warn(self, origin: Origin, message: str) -> None:
-        self.warnings.append(f"{origin.where}: {message}")
-
-    def add(self, family: str, item: object) -> None:
-        self.lists.setdefault(family, []).append(item)
-
-    def expanded(self, rule: RawRule) -> str | None:
-        try:
-            return expand(rule.value, self.env)
-        except ExpansionError as exc:
-            self.issue(rule.origin, f"in '{rule.origin.text}': {exc}")
-            return None
 
 
 def parse_policy(
@@ -115,7 +84,7 @@ def parse_policy(
     cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
     host_env = os.environ if env is None else env
     reader = LineReader(cwd, host_env, platform, _pyproject_rule_lines)
-    builder = _Builder(cwd, host_env, resolve_host)
+    builder = Builder(cwd, host_env, resolve_host)
     raw = list(reader.extra(list(extra_rules)))
     if main is not None:
         raw.extend(reader.file(main))
@@ -130,12 +99,12 @@ def parse_policy(
 
 def _pyproject_rule_lines(text: str) -> list[tuple[int, str]] | None:
     # Imported here: tomlkit is only needed when the rules live in pyproject.toml.
-    from .pyproject import pyproject_rule_lines
+    from pysandboxes._policy.pyproject import pyproject_rule_lines
 
     return pyproject_rule_lines(text)
 
 
-def _dispatch(builder: _Builder, rule: RawRule) -> None:
+def _dispatch(builder: Builder, rule: RawRule) -> None:
     key = rule.key
     if key in SINGLE_KEYS:
         _single(builder, rule)
@@ -148,7 +117,7 @@ def _dispatch(builder: _Builder, rule: RawRule) -> None:
     elif key == "net":
         value = builder.expanded(rule)
         if value is not None:
-            from . import netrules  # only files with net= rules pay for ipaddress
+            from pysandboxes._policy import netrules  # only files with net= rules pay for ipaddress
 
             resolve = builder.resolve_host or netrules.system_resolver
             netrules.parse_net(builder, rule.origin, value, resolve)
@@ -159,7 +128,7 @@ def _dispatch(builder: _Builder, rule: RawRule) -> None:
     elif key.startswith("eval-"):
         value = builder.expanded(rule)
         if value is not None:
-            from . import evalkeys
+            from pysandboxes._policy import evalkeys
 
             evalkeys.parse_eval(builder, rule.origin, key, value)
     elif "." in key:
@@ -170,7 +139,7 @@ def _dispatch(builder: _Builder, rule: RawRule) -> None:
         builder.extra.append(rule.origin)
 
 
-def _unknown(builder: _Builder, rule: RawRule) -> None:
+def _unknown(builder: Builder, rule: RawRule) -> None:
     key = rule.key
     hint = ""
     stripped = key.strip()
@@ -183,7 +152,7 @@ def _unknown(builder: _Builder, rule: RawRule) -> None:
     builder.issue(rule.origin, f"unknown key '{key}' in '{rule.origin.text}'{hint}")
 
 
-def _truthy(builder: _Builder, rule: RawRule, value: str) -> bool | None:
+def _truthy(builder: Builder, rule: RawRule, value: str) -> bool | None:
     lowered = value.lower()
     if lowered in _TRUE:
         return True
@@ -193,7 +162,7 @@ def _truthy(builder: _Builder, rule: RawRule, value: str) -> bool | None:
     return None
 
 
-def _single(builder: _Builder, rule: RawRule) -> None:
+def _single(builder: Builder, rule: RawRule) -> None:
     value = builder.expanded(rule)
     if value is None:
         return
@@ -244,7 +213,7 @@ def _single(builder: _Builder, rule: RawRule) -> None:
         builder.singles.setdefault(key, []).append((parsed, origin))
 
 
-def _learn_path(builder: _Builder, rule: RawRule, value: str) -> str | None:
+def _learn_path(builder: Builder, rule: RawRule, value: str) -> str | None:
     if value.lower() in ("true", "0", "1", "yes", "no", "on", "off"):
         builder.issue(rule.origin, f"'{rule.origin.text}': learn= takes the file to write")
         return None
@@ -259,7 +228,7 @@ def _learn_path(builder: _Builder, rule: RawRule, value: str) -> str | None:
     return path
 
 
-def _assemble(builder: _Builder, files: Iterable[str]) -> Policy:
+def _assemble(builder: Builder, files: Iterable[str]) -> Policy:
     singles = {key: _one(builder, key, values) for key, values in builder.singles.items()}
     if builder.lock is not None:
         lock = builder.lock
@@ -279,7 +248,7 @@ def _assemble(builder: _Builder, files: Iterable[str]) -> Policy:
     evals: list[EvalRule] = lists.get("eval", [])
     api: list[ApiRule] = lists.get("api", [])
     if evals:
-        from . import evalkeys
+        from pysandboxes._policy import evalkeys
 
         evalkeys.check_dynamic_code_grant(builder, evals, api)
     return Policy(
@@ -307,12 +276,12 @@ def _assemble(builder: _Builder, files: Iterable[str]) -> Policy:
 def _pins(pins: list[tuple[str, tuple[str, ...]]]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not pins:
         return ()
-    from .netrules import merge_pins
+    from pysandboxes._policy.netrules import merge_pins
 
     return tuple(sorted(merge_pins(pins)))
 
 
-def _one(builder: _Builder, key: str, values: list[tuple[Any, Origin]]) -> Setting[Any] | None:
+def _one(builder: Builder, key: str, values: list[tuple[Any, Origin]]) -> Setting[Any] | None:
     """A single-valued key: a command-line value wins; in files it may appear once."""
     given = [v for v in values if v[1].source == ARG_SOURCE]
     if given:
@@ -325,7 +294,7 @@ def _one(builder: _Builder, key: str, values: list[tuple[Any, Origin]]) -> Setti
     return Setting(value, origin)
 
 
-def _merge_exposures(builder: _Builder, rules: list[ExposeRule]) -> list[ExposeRule]:
+def _merge_exposures(builder: Builder, rules: list[ExposeRule]) -> list[ExposeRule]:
     by_path: dict[str, ExposeRule] = {}
     for rule in rules:
         seen = by_path.get(rule.path)

@@ -24,9 +24,9 @@ from pathlib import Path
 import tomlkit
 from tomlkit.items import AbstractTable, Array, Bool, Item, String, Table
 
-from .lines import strip_comment
-from .pyproject import parse_toml, pyproject_rule_lines
-from .template import TEMPLATE
+from pysandboxes._policy.lines import strip_comment
+from pysandboxes._policy.pyproject import parse_toml, pyproject_rule_lines
+from pysandboxes._policy.template import TEMPLATE
 
 #: The learning blocks, in the order of the template.
 BLOCKS: tuple[str, ...] = ("envs", "files", "socket", "import", "api", "eval", "remote_result")

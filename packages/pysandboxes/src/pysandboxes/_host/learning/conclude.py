@@ -1,0 +1,219 @@
+"""The trusted side of a learning run: collect the events, then write the rules.
+
+``python-sb`` starts the program, then becomes the waiter with an empty environment (see
+``_host.waiter``). While learning, the waiter also reads the event pipe in a thread, as the
+events come; when the program has ended, however it ended (an exception, a signal, even
+SIGKILL), it turns the events into rules (``rules``), writes them with the learned-rule
+writer, and prints a summary on stderr (stdout belongs to the program).
+
+What the waiter needs of the host is handed over as one argument (``plan_argument``):
+paths, the home directory, the *names* of the host's variables and the values of the few
+path variables rules may be written with (``VIRTUAL_ENV``...). Never another value: the
+process chain still holds no more of the environment than the sandbox itself.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from pysandboxes._host.learning.plan import Plan, digest
+from pysandboxes._record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pysandboxes._host.learning.rules import Learned
+
+#: The most the trusted side keeps of what a learning run sends.
+MAX_BYTES = 64 << 20
+
+
+class Collector:
+    """Read the event pipe in a thread until every writer has closed it."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        # One buffer, not a list of reads: a flood of one-byte writes must cost its bytes,
+        # not an object each.
+        self._buffer = bytearray()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._fd, 1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            if len(self._buffer) < MAX_BYTES:  # a flood is cut, not buffered without end
+                self._buffer += chunk
+
+    def finish(self) -> list[bytes]:
+        """The bytes read; waits a little for a descendant that still holds the pipe."""
+        self._thread.join(timeout=2.0)
+        return [bytes(self._buffer[:MAX_BYTES])]
+
+
+@record
+class Summary:
+    """What a learning run did, for the user: a value, rendered by whoever shows it.
+
+    Attributes:
+        title: one line: how many rules, for which file.
+        rows: ``(family, rule, first seen at)`` per learned rule, printable.
+        notes: what else to know (skipped accesses, where the rules went), one sentence each.
+        unwritten: the rule lines that could not be written, to copy by hand.
+    """
+
+    title: str
+    rows: tuple[tuple[str, str, str], ...]
+    notes: tuple[str, ...]
+    unwritten: tuple[str, ...] = ()
+
+
+def conclude(plan: Plan, chunks: list[bytes]) -> Summary | None:
+    """Write the learned rules; return the summary. Report, never raise: the waiter
+    must still end as the program ended, and remove its temporary directory."""
+    try:
+        return _conclude(plan, chunks)
+    except Exception as exc:  # a bug here must not cost the program's exit status
+        # The failure may come after the file was written: say so.
+        print(
+            f"python-sb: learning failed ({exc!r}): {plan.output} may hold new rules, review it",
+            file=sys.stderr,
+        )
+        return None
+
+
+def show(summary: Summary, renderer: str = "") -> None:
+    """Print ``summary`` on stderr (stdout is the program's) with ``renderer``, a
+    ``module:function`` the launcher named (python-sb's, with rich), or as plain text."""
+    show_rows = plain_summary
+    if renderer:
+        import importlib
+
+        module, _, function = renderer.partition(":")
+        try:
+            show_rows = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError):
+            pass  # the plain text says the same
+    show_rows(summary.title, summary.rows, summary.notes, sys.stderr)
+    for line in summary.unwritten:
+        print(line, file=sys.stderr)
+
+
+def _conclude(plan: Plan, chunks: list[bytes]) -> Summary:
+    sys.path[:0] = [p for p in plan.path if p not in sys.path]
+    from pysandboxes._host.learning.rules import Context, drop_contradictions, learn
+    from pysandboxes._wire.codec import decode_events
+
+    events, dropped = decode_events(chunks)
+    context = Context(
+        os.path.dirname(plan.output),
+        plan.cwd,
+        plan.home,
+        plan.variables,
+        frozenset(plan.host_names),
+        frozenset(plan.rule_files) | {plan.output},
+        _code_roots(plan.commands),
+    )
+    learned = learn(events, context)
+    if os.path.basename(plan.output) != "pyproject.toml":
+        learned = drop_contradictions(learned, _read(plan.output))
+    notes = list(learned.skipped)
+    if dropped:
+        notes.append(f"{dropped} malformed event(s) from the program were ignored")
+    if plan.relaxed:
+        notes.append(plan.relaxed)
+    if plan.advice:
+        notes.append(plan.advice)
+    shown = _shown(plan.output, plan.cwd)
+    existed = os.path.exists(plan.output)
+    if digest(plan.output) != plan.digest:
+        notes.append(f"{shown} changed while the program ran: nothing is written to it")
+        notes.append("check the file, then learn again; the rules learned are below")
+        return _summary(learned, notes, shown, unwritten=True)
+    try:
+        backup = _write(plan.output, learned)
+    except (OSError, ValueError) as exc:
+        notes.append(f"the rules could not be written to {shown}: {exc}")
+        return _summary(learned, notes, shown, unwritten=True)  # nothing is lost
+    if not existed:
+        notes.append(f"{shown} written from the template, with the rules learned")
+    elif learned.rules:
+        notes.append(
+            f"rules written to {shown}" + (f" (previous version: {backup})" if backup else "")
+        )
+        notes.append("review them: each rule is a right the program will have")
+    else:
+        notes.append(f"nothing new to learn; {shown} is unchanged")
+    return _summary(learned, notes, shown)
+
+
+def _code_roots(commands: Sequence[str] = ()) -> frozenset[str]:
+    """The interpreter's trees, as the launcher's ``sys.path`` (already in ours) has them,
+    and the directories of commands (``PATH``)."""
+    from pysandboxes._policy.view import interpreter_roots
+
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    others = [os.path.realpath(p) for p in (*prefixes, *commands) if p]
+    return frozenset({*interpreter_roots(), *(p for p in others if p != "/")})
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.read()
+    except OSError:
+        return ""
+
+
+def _shown(path: str, cwd: str) -> str:
+    relative = os.path.relpath(path, cwd)
+    return path if relative.startswith("..") else relative
+
+
+def _write(output: str, learned: Learned) -> str | None:
+    from datetime import datetime
+    from pathlib import Path
+
+    from pysandboxes._policy.writer import write_pyproject, write_rule_file
+
+    path = Path(output)
+    write = write_pyproject if path.name == "pyproject.toml" else write_rule_file
+    if not learned.rules and path.exists():
+        return None
+    backup = write(path, learned.rules, now=datetime.now())
+    return str(backup) if backup is not None else None
+
+
+def _summary(learned: Learned, notes: list[str], shown: str, *, unwritten: bool = False) -> Summary:
+    title = _printable(f"python-sb learned {len(learned.rows)} rule(s) for {shown}")
+    # What the program named (paths, code locations) reaches a terminal: no control codes.
+    rows = tuple(
+        (family, _printable(rule), _printable(where)) for family, rule, where in learned.rows
+    )
+    lines = tuple(_printable(rule.line) for rule in learned.rules) if unwritten else ()
+    return Summary(title, rows, tuple(_printable(note) for note in notes), lines)
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)
+
+
+def plain_summary(
+    title: str, rows: Sequence[tuple[str, str, str]], notes: Sequence[str], stream: object
+) -> None:
+    """The summary as plain text: one line per rule, then the notes."""
+    lines = [title]
+    width = max((len(r[1]) for r in rows), default=0)
+    lines += [
+        f"  {family:<7} {rule:<{width}}  first seen at {where}" for family, rule, where in rows
+    ]
+    lines += [f"  note: {note}" for note in notes]
+    print("\n".join(lines), file=stream, flush=True)  # type: ignore[arg-type]

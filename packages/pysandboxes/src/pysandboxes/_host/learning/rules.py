@@ -1,0 +1,354 @@
+"""From the events of a learning run to the fewest rules that allow them.
+
+Runs on the trusted side, after the program ended, on events already validated by
+``_wire.codec``. The events say what happened; this module decides what to grant, so a
+lying child can at worst ask for rights the user then reviews, never for a directory
+collapse, a rule file, or a value of the environment:
+
+- a file read grants that file; a directory is granted only when the program listed it,
+  created in it or removed from it, and never a sensitive one (``/``, ``/etc``, ``~``,
+  ``~/.ssh``, the parents of the working directory...): the files themselves then;
+- paths are written relative to the rule file (``./data/in.txt``), to ``~`` or to a
+  ``${VAR}`` such as ``${VIRTUAL_ENV}`` when that is what they are;
+- one ``net=`` rule per host name the program used and direction, with the ports seen;
+  an ephemeral bind (port 0) needs no rule;
+- ``env=NAME=${NAME}`` for variables that exist on the host; never a value;
+- imports grouped as standard, third party, dangerous and deprecated; sensitive calls
+  by function when the registry knows it, else by category.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from pysandboxes._host.learning.places import (
+    Context,
+    home_hidden,
+    sensitive_directories,
+    system_tree,
+)
+from pysandboxes._policy.registry import DANGEROUS_CATEGORIES, SENSITIVE_FUNCTIONS
+from pysandboxes._policy.writer import LearnedRule
+from pysandboxes._record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
+    from pysandboxes._wire.codec import Event
+
+#: Modules that let code leave the Python layer's reach: marked ⚠ when learned.
+DANGEROUS_MODULES = frozenset(
+    {"ctypes", "_ctypes", "cffi", "subprocess", "_posixsubprocess", "pty", "multiprocessing"}
+    | {"pickle", "_pickle", "marshal", "shelve", "dill", "cloudpickle", "code", "codeop"}
+)
+#: Standard modules deprecated by PEP 594 and friends: still importable, soon gone.
+DEPRECATED_MODULES = frozenset(
+    {"aifc", "asynchat", "asyncore", "audioop", "cgi", "cgitb", "chunk", "crypt", "distutils"}
+    | {"imghdr", "imp", "mailcap", "msilib", "nis", "nntplib", "ossaudiodev", "pipes"}
+    | {"smtpd", "sndhdr", "spwd", "sunau", "telnetlib", "uu", "xdrlib", "lib2to3"}
+)
+GROUPS = (
+    "⚠ Dangerous!",
+    "Standard Python",
+    "⚠ Deprecated Python module",
+    "External modules (Are you sure about the origin?)",
+)
+_VERBS = {
+    "read": "read by",
+    "write": "written by",
+    "create": "created by",
+    "delete": "removed by",
+    "execute": "run by",
+    "list": "listed by",
+}
+_UNSAFE_PATH = re.compile(r"[\x00-\x1f\x7f#$\"'\\]|(^|/)\s|\s($|/)")
+
+
+def _unsafe_path(path: str) -> bool:
+    """Whether a rule line cannot hold ``path`` as it reads: a comment or reference
+    character, spaces a parser strips, or any character that is not printable (a line
+    separator would make the writer refuse every rule; a bidi control shows another name)."""
+    return _UNSAFE_PATH.search(path) is not None or not path.isprintable()
+
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_QUALNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+@record
+class Learned:
+    """The outcome: the rules to write, each with its summary row, and what was skipped.
+
+    Attributes:
+        rules: the rules, in writing order.
+        rows: ``(family, rule, first seen at)`` per rule, for the summary.
+        skipped: why some accesses gave no rule, one sentence each.
+    """
+
+    rules: tuple[LearnedRule, ...]
+    rows: tuple[tuple[str, str, str], ...]
+    skipped: tuple[str, ...]
+
+
+#: More file events than this are summarised, not learned one by one: minimising rules
+#: must stay quick whatever a program (or a forged event stream) reports.
+MAX_FILE_EVENTS = 5000
+
+
+def display_path(path: str, context: Context) -> str:
+    """``path`` as the rule file should name it: ``./x``, ``~/x``, ``${VAR}/x`` or as is."""
+    base = context.rule_dir.rstrip("/")
+    if path == base:
+        return "."
+    if path.startswith(base + "/"):
+        return "./" + path[len(base) + 1 :]
+    for name, value in context.variables:
+        value = value.rstrip("/")
+        if value and (path == value or path.startswith(value + "/")) and "}" not in value:
+            # With the value as default: an unset variable must not leave "/..." behind
+            # ("${VIRTUAL_ENV}/bin" would grant /bin on a run without the venv).
+            return "${" + name + ":-" + value + "}" + path[len(value) :]
+    home = context.home.rstrip("/")
+    if home and (path == home or path.startswith(home + "/")):
+        return "~" + path[len(home) :]
+    return path
+
+
+def learn(events: Iterable[Event], context: Context) -> Learned:
+    """The rules for ``events`` (see the module docstring)."""
+    out = _Out()
+    first: dict[tuple[str, str, str, str, int], Event] = {}
+    for event in events:
+        first.setdefault((event.family, event.name, event.access, event.proto, event.port), event)
+    ordered = list(first.values())
+    _env(out, [e for e in ordered if e.family == "env"], context)
+    _files(out, [e for e in ordered if e.family == "file"], context)
+    _net(out, [e for e in ordered if e.family == "net"])
+    _imports(out, [e for e in ordered if e.family == "import"])
+    _calls(out, [e for e in ordered if e.family == "call"])
+    return Learned(tuple(out.rules), tuple(out.rows), tuple(out.skipped))
+
+
+class _Out:
+    def __init__(self) -> None:
+        self.rules: list[LearnedRule] = []
+        self.rows: list[tuple[str, str, str]] = []
+        self.skipped: list[str] = []
+        self._lines: set[str] = set()
+
+    def add(
+        self, family: str, block: str, line: str, note: str, where: str, group: str = ""
+    ) -> None:
+        if line in self._lines:
+            return
+        self._lines.add(line)
+        # ``where`` comes from the program (even forged): a short, printable note only.
+        where = "".join(c if c.isprintable() else "?" for c in where[:200]) or "?"
+        self.rules.append(LearnedRule(block, line, f"learned: {note} {where}", group or None))
+        self.rows.append((family, line, where))
+
+
+def _env(out: _Out, events: Sequence[Event], context: Context) -> None:
+    for event in sorted(events, key=lambda e: e.name):
+        if event.name in context.host_names and _NAME.fullmatch(event.name):
+            line = f"env={event.name}=${{{event.name}}}"
+            out.add("env", "envs", line, "read by", event.where)
+
+
+def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
+    sensitive = sensitive_directories(context)
+    # A directory holding a rule file is never granted writable: the kernel layer cannot
+    # keep one file of a writable directory read-only, so a shell the program may start
+    # would rewrite the rules of the next run.
+    holders = {a for f in context.rule_files for a in _ancestors(os.path.realpath(f))}
+    grants: dict[str, tuple[bool, Event]] = {}  # path -> (writable, first event)
+    looked: list[str] = []  # directories only looked at: no rule, they lead nowhere new
+
+    def grant(path: str, writable: bool, event: Event) -> None:
+        known = grants.get(path)
+        grants[path] = (writable or (known is not None and known[0]), known[1] if known else event)
+
+    if len(events) > MAX_FILE_EVENTS:
+        out.skipped.append(
+            f"{len(events)} file accesses: only the first {MAX_FILE_EVENTS} are learned"
+        )
+        events = events[:MAX_FILE_EVENTS]
+    for event in events:
+        if not event.name.startswith("/") or event.name.startswith("//"):
+            continue  # not a real path ("//x" would keep its two slashes through normpath)
+        # Judged and written as the kernel resolves it: a link the program planted
+        # ("data" -> "/") must not make an innocent-looking rule grant its target.
+        path = os.path.realpath(event.name)
+        if "/__pycache__" in path:
+            continue  # the import system's cache, which may fail freely
+        if path in context.rule_files or path.startswith(("/proc/", "/sys/")):
+            out.skipped.append(f"{path}: {event.access} not learned (system or rule file)")
+            continue
+        exists, is_dir = os.path.lexists(path), os.path.isdir(path)
+        if event.access in ("read", "execute", "write"):
+            if not exists:
+                continue  # a probe for a missing file: it stays missing, as it was
+            if is_dir:
+                looked.append(path)
+                continue
+            grant(path, event.access == "write", event)
+        elif event.access == "list":
+            if path in sensitive:
+                out.skipped.append(f"{path}: listed, but a sensitive directory is never granted")
+            elif is_dir:
+                grant(path, False, event)
+        elif path in sensitive or (is_dir and path in holders):
+            # mkdir of an existing ~ or rmdir of /etc: neither it nor its parent is granted.
+            out.skipped.append(f"{path}: {event.access} of a sensitive directory: not granted")
+        elif event.access == "create" and is_dir:
+            grant(path, True, event)  # a directory the program made: the place it writes
+        else:  # create or delete: the directory's entries change
+            parent = os.path.dirname(path)
+            closed = parent in sensitive or parent in holders
+            if not closed and os.path.isdir(parent):
+                grant(parent, True, event)
+            elif exists:
+                grant(path, True, event)
+                why = "a rule file is read there" if parent in holders else "sensitive"
+                out.skipped.append(f"{parent}: {why}, only {path} is granted")
+            else:
+                why = "a directory holding a rule file" if parent in holders else "sensitive"
+                out.skipped.append(f"{path}: {event.access} in {why} {parent}: not granted")
+    granted_below = {ancestor for p in grants for ancestor in _ancestors(p)} | set(grants)
+    for path in dict.fromkeys(looked):
+        if path not in granted_below:
+            out.skipped.append(f"{path}: a directory looked at, not listed: not granted")
+    for path in sorted(grants):
+        writable, event = grants[path]
+        if _covered(path, writable, grants):
+            continue
+        if system_tree(path, context) and (writable or os.path.isdir(path)):
+            out.skipped.append(
+                f"{path}: {'writing' if writable else 'a directory'} in the system's or the "
+                "interpreter's trees, the PATH or a home's hidden entries is never learned: "
+                "add the rule yourself if you mean it"
+            )
+            if os.path.isdir(path) or home_hidden(path, context):
+                continue
+            writable = False  # a system file may still be read, as the program did
+        shown = display_path(path, context)
+        if _unsafe_path(path):
+            out.skipped.append(f"{path!r}: a name a rule line cannot hold safely: not granted")
+            continue
+        key = "expose-rw" if writable else "expose-ro"
+        out.add("files", "files", f"{key}={shown}", _VERBS[event.access], event.where)
+
+
+def _ancestors(path: str) -> list[str]:
+    """The directories above ``path``, nearest first (never ``path`` itself)."""
+    found: list[str] = []
+    while True:
+        parent = os.path.dirname(path)
+        if parent == path:
+            return found
+        found.append(parent)
+        path = parent
+
+
+def _covered(path: str, needs_write: bool, grants: dict[str, tuple[bool, Event]]) -> bool:
+    """Whether a directory granted above ``path`` already gives what it needs."""
+    for ancestor in _ancestors(path):
+        known = grants.get(ancestor)
+        if known is not None and (known[0] or not needs_write) and os.path.isdir(ancestor):
+            return True
+    return False
+
+
+def _net(out: _Out, events: Sequence[Event]) -> None:
+    by_target: dict[tuple[str, str, str], tuple[set[int], Event]] = {}
+    for event in events:
+        if event.port == 0:
+            # No port-0 rule: it would name no port. The program picks no port either,
+            # so a rule cannot say which one; the user decides (see docs/learning.md).
+            out.skipped.append(f"{event.name} port 0 (any free port) is not learned")
+            continue
+        if not _learnable_host(event.name):
+            out.skipped.append(f"{event.name!r}: not a host name a rule can hold")
+            continue
+        ports, first = by_target.setdefault((event.name, event.proto, event.access), (set(), event))
+        ports.add(event.port)
+    for (host, proto, direction), (ports, first) in by_target.items():
+        listed = ",".join(str(p) for p in sorted(ports))
+        verb = "bound by" if direction == "IN" else "connected by"
+        out.add(
+            "net", "socket", f"net=ALLOW|{proto}|{host}|{listed}|{direction}", verb, first.where
+        )
+
+
+def _learnable_host(name: str) -> bool:
+    """Whether a ``net=`` rule can hold ``name``, as the rule parser reads it."""
+    from pysandboxes._policy.netaddr import parse_network
+    from pysandboxes._policy.netrules import is_host_name
+
+    # One address or one name: a network ("127.0.0.1/0" is every IPv4 address) is
+    # nothing a program connects to, only what a forged event would ask for.
+    return "/" not in name and (parse_network(name) is not None or is_host_name(name))
+
+
+def import_group(module: str) -> str:
+    """The header a learned ``python-import=`` goes under."""
+    if module in DANGEROUS_MODULES:
+        return GROUPS[0]
+    if module in DEPRECATED_MODULES:
+        return GROUPS[2]
+    if module in sys.stdlib_module_names:  # "_x" is not standard for its underscore
+        return GROUPS[1]
+    return GROUPS[3]
+
+
+def _imports(out: _Out, events: Sequence[Event]) -> None:
+    modules = [e for e in events if e.access == "module" and _MODULE.fullmatch(e.name)]
+    for group in GROUPS:
+        for event in sorted(modules, key=lambda e: e.name):
+            if import_group(event.name) == group:
+                line = f"python-import={event.name}"
+                out.add("import", "import", line, "imported by", event.where, group)
+    for event in events:
+        if event.access == "native":
+            line = "python-api=ALLOW:native"
+            out.add("call", "api", line, "imported by", event.where, "⚠ native")
+
+
+def _calls(out: _Out, events: Sequence[Event]) -> None:
+    for event in sorted(events, key=lambda e: (e.access, e.name)):
+        name, category = event.name, event.access
+        if SENSITIVE_FUNCTIONS.get(name) != category or not _QUALNAME.fullmatch(name):
+            # A function the registry does not file under that category: the guards never
+            # report one, so the event is forged or stale; a whole category is no answer.
+            out.skipped.append(f"{name!r} ({category}): not a registered function")
+            continue
+        group = f"⚠ {category}" if category in DANGEROUS_CATEGORIES else category
+        out.add("call", "api", f"python-api=ALLOW:{name}", "called by", event.where, group)
+
+
+_DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):-[^}$]*\}")
+
+
+def drop_contradictions(learned: Learned, text: str) -> Learned:
+    """Leave out a learned ``expose-rw=X`` where the file says ``expose-ro=X`` (or the
+    reverse): the file would then contradict itself. The user widens the line instead."""
+    lines = {line.split("#", 1)[0].strip().replace(" ", "") for line in text.splitlines()}
+    # "${VIRTUAL_ENV}/x" (as learned before) and "${VIRTUAL_ENV:-/venv}/x" name one path.
+    present = lines | {_DEFAULTED.sub(r"${\1}", line) for line in lines}
+    flipped = {"expose-rw": "expose-ro", "expose-ro": "expose-rw"}
+    rules: list[LearnedRule] = []
+    rows: list[tuple[str, str, str]] = []
+    skipped = list(learned.skipped)
+    for rule, row in zip(learned.rules, learned.rows, strict=True):
+        key, _, value = rule.line.partition("=")
+        other = f"{flipped[key]}={value}" if key in flipped else ""
+        if other and (other in present or _DEFAULTED.sub(r"${\1}", other) in present):
+            skipped.append(f"'{other}' is in the file: change it to '{rule.line}' yourself")
+            continue
+        rules.append(rule)
+        rows.append(row)
+    return Learned(tuple(rules), tuple(rows), tuple(skipped))

@@ -1,0 +1,230 @@
+"""Which layer enforces each rule on this host: the Python layer, Landlock, namespaces.
+
+The report is plain data (``LayerReport``), built from the rules, the provider chosen for
+this host and what its kernel offers; ``python-sb --show-layers`` draws it, and
+``pysandboxes.enforcement_report`` returns it as a dictionary for JSON. What a kernel
+layer cannot enforce is stated in the row, never left out.
+"""
+
+from __future__ import annotations
+
+from pysandboxes._record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pysandboxes._host.select import Selection
+    from pysandboxes._policy.model import NetRule, Origin, Policy
+
+PYTHON = "Python"
+NO = ""
+
+
+@record
+class LayerRow:
+    """One rule (or one standing protection) and who enforces it.
+
+    Attributes:
+        place: ``file(line)``, ``<arg>(n)``, or ``-`` for a protection no line states.
+        rule: the rule as written, or what the protection is.
+        python: what the Python layer does with it (empty: nothing).
+        kernel: what the kernel layer does with it (empty: nothing).
+        note: what is *not* enforced by the kernel, said plainly; empty when nothing.
+    """
+
+    place: str
+    rule: str
+    python: str
+    kernel: str
+    note: str = ""
+
+
+@record
+class LayerReport:
+    """The rules of a run and the layers behind each, on this host.
+
+    Attributes:
+        provider: the kernel provider a run would get here.
+        source: where the choice came from (a rule, ``OS_SANDBOX``, ``default``).
+        detail: what the provider is, and its version on this kernel.
+        passed_over: providers asked for first that cannot run here, with why.
+        rows: one per rule, then the standing protections.
+    """
+
+    provider: str
+    source: str
+    detail: str
+    passed_over: tuple[tuple[str, str], ...]
+    rows: tuple[LayerRow, ...]
+
+    def as_dict(self) -> dict[str, object]:
+        """The report as JSON-ready data."""
+        return {
+            "provider": self.provider,
+            "source": self.source,
+            "detail": self.detail,
+            "passed_over": [{"provider": p, "reason": r} for p, r in self.passed_over],
+            "rules": [
+                {f: getattr(row, f) for f in ("place", "rule", "python", "kernel", "note")}
+                for row in self.rows
+            ],
+        }
+
+
+class _Host:
+    """What the chosen provider's kernel layer covers, by concern."""
+
+    def __init__(self, provider: str, abi: int) -> None:
+        self.provider = provider
+        namespaces = provider in ("bwrap", "unshare")
+        # bwrap and unshare apply Landlock inside their namespaces too.
+        landlock = (provider == "landlock" or namespaces) and abi > 0
+        files = ["bwrap mount view"] if provider == "bwrap" else []
+        files += ["Landlock"] if landlock else []
+        self.files = " + ".join(files)
+        self.ports = "Landlock (TCP ports)" if landlock and abi >= 4 else NO
+        signals = ["PID namespace"] if namespaces else []
+        signals += ["Landlock scope"] if landlock and abi >= 6 else []
+        self.signals = " + ".join(signals)
+        self.exec = "Landlock (no execute right)" if landlock else NO
+        self.no_network = (
+            "network namespace" if provider != "subprocess" and (namespaces or landlock) else NO
+        )
+        self.python = provider != "none"
+        from pysandboxes._kernel.seccomp import unavailable_reason
+
+        kernel_layer = provider in ("landlock", "bwrap", "unshare")
+        self.seccomp = "seccomp filter" if kernel_layer and not unavailable_reason() else NO
+
+
+def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
+    """The report for ``policy`` under ``selection`` on a kernel with Landlock ``abi``."""
+    from pysandboxes._host.select import DESCRIPTIONS
+    from pysandboxes._policy.confinement import may_start_programs, tcp_ports
+
+    host = _Host(selection.provider, abi)
+    python = PYTHON if host.python else NO
+    rows: list[LayerRow] = []
+
+    def add(origin: Origin, python_part: str, kernel: str, note: str = "") -> None:
+        rows.append(LayerRow(origin.where, origin.text, python_part, kernel, note))
+
+    for rule in policy.expose:
+        kernel = host.files
+        add(rule.origin, python, kernel, "" if kernel else "files are the Python layer's only")
+    for rule in policy.ignore:
+        add(
+            rule.origin,
+            python,
+            NO,
+            "a kernel layer only adds rights: inside an exposed directory, native code can "
+            "still read an ignored path",
+        )
+    for rule in (*policy.env, *policy.unenv):
+        add(
+            rule.origin,
+            "environment filter",
+            NO,
+            "the sandbox is started without the other variables: nothing is left to refuse",
+        )
+    network_allowed = any(rule.allow for rule in policy.net)
+    connect_ports = tcp_ports(policy.net, "OUT")
+    for rule in policy.net:
+        add(rule.origin, python, *_net_kernel(rule, host, connect_ports))
+    if not network_allowed and host.no_network:
+        rows.append(LayerRow("-", "no net= rule allows anything", python, host.no_network, ""))
+    for rule in policy.imports:
+        add(rule.origin, python, NO, "imports are the Python layer's only")
+    starts_programs = may_start_programs(policy)
+    for rule in policy.api:
+        kernel, note = NO, "sensitive calls are the Python layer's only"
+        if host.exec and not starts_programs:
+            kernel, note = host.exec, "no program may be started: the kernel refuses execve"
+        add(rule.origin, python, kernel, note)
+    for rule in policy.eval:
+        add(rule.origin, python, NO, "the eval-* sub-language is the Python layer's only")
+    if not policy.api and host.exec:
+        rows.append(LayerRow("-", "no program may be started", python, host.exec, ""))
+    rows.append(
+        LayerRow(
+            "-",
+            "signals and abstract sockets stay inside the sandbox",
+            python,
+            host.signals,
+            ""
+            if host.signals
+            else "the Python layer refuses os.kill of other processes only"
+            if host.python
+            else "nothing refuses signals to other processes",
+        )
+    )
+    view = "bwrap mount view" if selection.provider == "bwrap" else NO
+    rows.append(
+        LayerRow(
+            "-",
+            "modes, extended attributes and times of files outside the rules cannot change",
+            python,
+            view,
+            ""
+            if view != NO
+            else "Landlock does not mediate chmod, setxattr or utimes: only "
+            "set-ID bits are refused (seccomp); native code can chmod any file the user owns"
+            if host.seccomp
+            else "no kernel layer: native code can chmod any file the user owns",
+        )
+    )
+    rows.append(
+        LayerRow(
+            "-",
+            "no typing into the terminal; no kernel keyring, System V IPC, netlink or vsock "
+            "socket, io_uring, bpf, perf events or userfaultfd",
+            "refuses the terminal's ioctls" if host.python else NO,
+            host.seccomp,
+            "" if host.seccomp else "native code reaches them",
+        )
+    )
+    rows.append(_unix_sockets_row(policy, host))
+    rows.append(
+        LayerRow(
+            "-",
+            "the rule files cannot be changed",
+            python,
+            host.files,
+            "inside a read-write exposure only the Python layer protects them"
+            if host.files
+            else "",
+        )
+    )
+    detail = DESCRIPTIONS[selection.provider]
+    if selection.provider == "landlock":
+        detail += f" (ABI {abi} on this kernel)"
+    return LayerReport(
+        selection.provider, selection.source, detail, selection.passed_over, tuple(rows)
+    )
+
+
+def _net_kernel(
+    rule: NetRule, host: _Host, connect_ports: tuple[int, ...] | None
+) -> tuple[str, str]:
+    if not rule.allow:
+        return NO, "DENY rules are the Python layer's only (a kernel layer only adds rights)"
+    if "tcp" not in rule.protos:
+        return NO, "UDP is the Python layer's only while some network is allowed"
+    if host.ports and connect_ports is not None:
+        return host.ports, "hosts and addresses are the Python layer's only"
+    return NO, "any TCP port: hosts and ports are the Python layer's only"
+
+
+def _unix_sockets_row(policy: Policy, host: _Host) -> LayerRow:
+    from pysandboxes._kernel.seccomp import UNJUDGED_UNIX_SOCKETS
+    from pysandboxes._policy.confinement import may_use_unix_sockets
+
+    python = "connecting needs write access to the socket file" if host.python else NO
+    if not may_use_unix_sockets(policy) and host.seccomp:
+        kernel, note = "seccomp filter: no AF_UNIX socket is made (stream socketpair only)", ""
+    elif host.provider == "bwrap":
+        kernel, note = "bwrap mount view: only exposed socket files exist", ""
+    else:
+        kernel, note = NO, UNJUDGED_UNIX_SOCKETS if host.seccomp else "native code reaches them"
+    return LayerRow(
+        "-", "AF_UNIX sockets reach only the exposed socket files", python, kernel, note
+    )

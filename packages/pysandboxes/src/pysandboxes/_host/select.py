@@ -1,0 +1,144 @@
+"""Which kernel provider a run gets: what the rules ask for, checked against this host.
+
+``os-sandbox=`` names one provider, or a list in order of preference
+(``os-sandbox=bwrap, landlock``): the list is the user's explicit consent to the later,
+weaker ones. Without the key, ``OS_SANDBOX`` from the environment is read the same way,
+and without either the default is Landlock. A provider that cannot run here is never
+replaced silently: the run stops with what is missing and how to fix it, unless the list
+names a fallback. Only ``subprocess`` (the Python layer alone) and ``none`` always run.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pysandboxes._record import record
+from pysandboxes.errors import OSLayerUnavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from pysandboxes._policy.model import Policy
+
+#: Providers, strongest wall first, with what each adds to the Python layer.
+DESCRIPTIONS = {
+    "landlock": "Landlock: the kernel refuses files, programs, TCP ports and signals the "
+    "rules do not grant",
+    "bwrap": "bubblewrap: a mount namespace showing only what the rules expose",
+    "unshare": "unshare: namespaces (mounts, processes, network) around the sandbox",
+    "subprocess": "the Python layer only: no kernel layer",
+    "none": "no sandbox: the program runs with no guard and no kernel layer",
+}
+DEFAULT = "landlock"
+
+_FIXES = {
+    "landlock": "use a kernel with Landlock enabled (Linux 5.13 or later, 'landlock' in the "
+    "lsm= boot parameter)",
+    "bwrap": "install bubblewrap (Debian and Ubuntu: apt install bubblewrap)",
+    "unshare": "install util-linux and allow user namespaces "
+    "(sysctl kernel.unprivileged_userns_clone=1)",
+}
+
+
+@record
+class Selection:
+    """The provider a run gets.
+
+    Attributes:
+        provider: the provider that will run.
+        requested: the providers asked for, in order (the first is the preferred one).
+        source: where the choice came from: a rule (``file(line)``), ``OS_SANDBOX`` or
+            ``default``.
+        passed_over: providers of the list that cannot run here, with why.
+    """
+
+    provider: str
+    requested: tuple[str, ...]
+    source: str
+    passed_over: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def weaker_than_asked(self) -> bool:
+        """Whether a fallback the user consented to is in use."""
+        return bool(self.passed_over)
+
+
+def unavailable_reason(provider: str) -> str | None:
+    """Why ``provider`` cannot run on this host, or ``None`` when it can."""
+    if provider == "landlock":
+        from pysandboxes._kernel import landlock
+
+        return landlock.unavailable_reason()
+    if provider == "bwrap":
+        from pysandboxes._kernel import bwrap
+
+        return bwrap.unavailable_reason() or _user_namespaces_reason()
+    if provider == "unshare":
+        from pysandboxes._kernel import unshare
+
+        return unshare.unavailable_reason() or _user_namespaces_reason()
+    return None
+
+
+def _user_namespaces_reason() -> str | None:
+    if os.geteuid() == 0:
+        return None
+    try:
+        with open("/proc/sys/kernel/unprivileged_userns_clone") as handle:
+            if handle.read().strip() == "0":
+                return "unprivileged user namespaces are disabled on this host"
+    except OSError:
+        pass  # the knob exists on Debian-patched kernels only
+    return None
+
+
+def parse_choice(value: str) -> tuple[str, ...]:
+    """``"bwrap, landlock"`` as ``("bwrap", "landlock")`` (validated by the parser)."""
+    return tuple(part.strip().lower() for part in value.split(",") if part.strip())
+
+
+def select(policy: Policy, environ: Mapping[str, str]) -> Selection:
+    """The provider of a run on this host.
+
+    Raises:
+        OSLayerUnavailable: no provider of the choice can run here; the message says what
+            is missing, how to fix it, and how to accept a weaker provider.
+    """
+    setting = policy.os_sandbox
+    if setting is not None:
+        requested, source = parse_choice(setting.value), setting.origin.where
+    elif environ.get("OS_SANDBOX", "").strip():
+        requested, source = parse_choice(environ["OS_SANDBOX"]), "OS_SANDBOX"
+        unknown = [p for p in requested if p not in DESCRIPTIONS]
+        if unknown:
+            raise OSLayerUnavailable(
+                f"OS_SANDBOX names an unknown provider '{unknown[0]}': use one of "
+                f"{', '.join(DESCRIPTIONS)}.",
+                provider=unknown[0],
+            )
+    else:
+        requested, source = (DEFAULT,), "default"
+    passed_over: list[tuple[str, str]] = []
+    for provider in requested:
+        reason = unavailable_reason(provider)
+        if reason is None:
+            return Selection(provider, requested, source, tuple(passed_over))
+        passed_over.append((provider, reason))
+    raise OSLayerUnavailable(_refusal(requested, source, passed_over), provider=requested[0])
+
+
+def _refusal(requested: tuple[str, ...], source: str, missing: list[tuple[str, str]]) -> str:
+    first = requested[0]
+    lines = [f"os-sandbox '{first}' cannot run on this host: {missing[0][1]}."]
+    lines += [f"'{p}', named next, cannot run either: {why}." for p, why in missing[1:]]
+    fix = _FIXES.get(first)
+    if fix:
+        lines.append(f"To fix it, {fix}.")
+    where = "the rules" if source not in ("default", "OS_SANDBOX") else "the command line"
+    lines.append(
+        f"To accept a weaker layer instead, say so in {where}: e.g. "
+        f"'os-sandbox={', '.join((*requested, 'subprocess'))}' runs the first that works "
+        "('subprocess' is the Python layer alone)."
+    )
+    return " ".join(lines)

@@ -1,0 +1,113 @@
+"""The shapes of the code the standard library generates, and of type expressions.
+
+The dynamic-code guard lets the standard library compile code it makes itself, never what
+the program hands it: each generating function is listed with a check of the source it
+compiles (see ``dynamic``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pysandboxes._inside.guards.values import plain_str
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+
+#: The standard library's own code generation: (module, function) -> a check of the
+#: source that function compiles. Only the function that makes the code counts, never its
+#: module as a whole: a module's other functions call what the program hands them
+#: (``functools.singledispatch(exec)``, ``ast.NodeVisitor.visit``), and C functions have
+#: no frame, so ``exec`` called by them looks called by their Python caller. The checks
+#: hold whatever the program did to the module's globals (``collections._sys``,
+#: ``rlcompleter.re``, ``site.io``): the source must be of the shape the function makes.
+#: Everything else of the standard library that compiles source it is given (timeit,
+#: doctest, pdb, cProfile, code...) only does what the program asks, and is judged as the
+#: program.
+_NAMEDTUPLE = re.compile(r"lambda _cls, [\w, ]*: _tuple_new\(_cls, \([\w, ]*\)\)")
+_MOCK_SIGNATURE = re.compile(
+    r"(async )?def \w+\(\*args, \*\*kwargs\):\n    _checksig_\(\*args, \*\*kwargs\)\n"
+    r"    return (await )?mock\(\*args, \*\*kwargs\)"
+)
+_DOTTED_NAME = re.compile(r"\w+(\.\w+)*")
+
+
+def source_text(source: object) -> str | None:
+    """The source a ``compile`` event carries, as a plain ``str`` (``None`` if it is
+    not text: an AST or a code object). Bytes are read through the buffer, as
+    ``compile`` reads them: a subclass's ``__bytes__`` is never called."""
+    if issubclass(type(source), (bytes, bytearray)):
+        return memoryview(source).tobytes().decode("utf-8", "replace")  # type: ignore[arg-type]
+    return plain_str(source)
+
+
+def _fullmatch(pattern: re.Pattern[str]) -> Callable[[object, FrameType], bool]:
+    def check(source: object, frame: FrameType) -> bool:
+        text = source_text(source)
+        return text is not None and pattern.fullmatch(text) is not None
+
+    return check
+
+
+def _made_by(prefix: str, maker: str) -> Callable[[object, FrameType], bool]:
+    """Source starting with ``prefix``, compiled while the module's ``maker`` builds it,
+    through the module's own functions only. Called by the program, a generating function
+    or its helpers run any body they are handed
+    (``dataclasses._create_fn('f', [], [body], globals={})``, or ``_init_fn`` with any
+    ``self_name``); ``dataclasses._process_class`` hands them only field names."""
+
+    def check(source: object, frame: FrameType) -> bool:
+        text = source_text(source)
+        if text is None or not text.startswith(prefix):
+            return False
+        filename = frame.f_code.co_filename
+        caller = frame.f_back
+        for _ in range(8):
+            if caller is None or caller.f_code.co_filename != filename:
+                return False
+            if caller.f_code.co_name == maker:
+                return True
+            caller = caller.f_back
+        return False
+
+    return check
+
+
+#: ``ast.PyCF_ONLY_AST``: with it, ``compile`` returns a tree, never code.
+_ONLY_AST = 0x400
+
+
+def _parse_only(source: object, frame: FrameType) -> bool:
+    """ast.parse asks for a tree: running it needs a compile() of the program. Only if
+    the flags it hands ``compile`` do ask for a tree: they come from ``ast``'s globals,
+    which the program may rewrite (``ast.PyCF_ONLY_AST = 0`` made it return code)."""
+    flags = frame.f_locals.get("flags")
+    return type(flags) is int and flags & _ONLY_AST != 0
+
+
+GENERATING: dict[tuple[str, str], Callable[[object, FrameType], bool]] = {
+    ("ast", "parse"): _parse_only,
+    ("collections", "namedtuple"): _fullmatch(_NAMEDTUPLE),
+    # Field names are pasted into the code (docs/security.md lists it).
+    ("dataclasses", "_create_fn"): _made_by("def __create_fn__(", "_process_class"),
+    ("dataclasses", "add_fns_to_class"): _made_by("def __create_fn__(", "_process_class"),
+    ("unittest", "_set_signature"): _fullmatch(_MOCK_SIGNATURE),
+    ("unittest", "_set_async_signature"): _fullmatch(_MOCK_SIGNATURE),
+    ("rlcompleter", "attr_matches"): _fullmatch(_DOTTED_NAME),
+}
+
+
+_NOT_IN_TYPE_EXPRESSIONS = frozenset("():;=@{}\\\n!%&*+<>^~")
+
+
+def looks_like_a_type(source: object) -> bool:
+    """Whether ``source`` can only be a type expression: no call, no statement.
+
+    ``typing`` evaluates the strings of forward references; without parentheses, ``:``,
+    ``=`` and the like, such a string can name and subscript things, never run a call.
+    """
+    if type(source) is bytes:
+        source = source.decode("utf-8", "replace")  # type: ignore[union-attr]
+    return type(source) is str and _NOT_IN_TYPE_EXPRESSIONS.isdisjoint(source)  # type: ignore[arg-type]

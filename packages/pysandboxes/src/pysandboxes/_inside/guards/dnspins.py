@@ -1,0 +1,109 @@
+"""Name lookups answered from the rules: a host a ``net=`` rule names resolves to the
+addresses pinned when the rules were read, never to a fresh answer.
+
+The trusted side resolves every host name of the rules once and the rules hold those
+addresses. Inside the sandbox, ``getaddrinfo``, ``gethostbyname`` and
+``gethostbyname_ex`` answer those names from the pins, so what ``socket.create_connection``,
+``urllib``, ``http.client`` or ``asyncio`` then connect to is an address the rules already
+allow: a DNS server that changes its answer (DNS rebinding) cannot move the connection.
+Other names go to the system, and the network guard judges that lookup.
+
+The replacements live in ``_socket``, before ``socket`` copies them, and hold nothing but
+the pins and the system's functions (calling those is an ordinary, judged lookup).
+"""
+
+from __future__ import annotations
+
+import _socket
+import builtins
+from types import MappingProxyType
+
+from pysandboxes._inside.guards.audit import detached
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+    from typing import Any
+
+
+def _answers(pins: Iterable[tuple[str, tuple[str, ...]]]) -> dict[str, tuple[str, ...]]:
+    # Case does not matter to resolvers; a trailing dot does (it skips /etc/hosts).
+    return {name.lower(): addresses for name, addresses in pins}
+
+
+def _getaddrinfo(
+    system: Callable[..., Any], pinned: dict[str, tuple[str, ...]]
+) -> Callable[..., Any]:
+    inet, inet6, unspec = _socket.AF_INET, _socket.AF_INET6, _socket.AF_UNSPEC
+    kinds = ((_socket.SOCK_STREAM, 6), (_socket.SOCK_DGRAM, 17), (_socket.SOCK_RAW, 0))
+    canon_flag, numeric_flag = _socket.AI_CANONNAME, _socket.AI_NUMERICHOST
+    servbyname = _socket.getservbyname
+
+    def getaddrinfo(
+        host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0, flags: int = 0
+    ) -> Any:
+        key = host.lower() if isinstance(host, str) else None
+        addresses = pinned.get(key) if key is not None else None  # type: ignore[arg-type]
+        if addresses is None or flags & numeric_flag:
+            return system(host, port, family, type, proto, flags)
+        if port is None:
+            number = 0
+        elif isinstance(port, int):
+            number = int(port)
+        else:
+            text = port.decode() if isinstance(port, bytes) else str(port)
+            number = int(text) if text.isdigit() else servbyname(text)
+        canon: str = host if flags & canon_flag else ""
+        found: list[tuple[int, int, int, str, tuple[Any, ...]]] = []
+        for address in addresses:
+            is_v6 = ":" in address
+            if family not in (unspec, inet6 if is_v6 else inet):
+                continue
+            sockaddr = (address, number, 0, 0) if is_v6 else (address, number)
+            for kind, kind_proto in kinds:
+                if (type and kind != type) or (proto and kind_proto and proto != kind_proto):
+                    continue
+                found.append((inet6 if is_v6 else inet, kind, proto or kind_proto, canon, sockaddr))
+                canon = ""
+        if not found:
+            return system(host, port, family, type, proto, flags)
+        return found
+
+    return getaddrinfo
+
+
+def _gethostbyname(
+    system: Callable[..., Any], pinned: dict[str, tuple[str, ...]]
+) -> Callable[..., Any]:
+    def gethostbyname(hostname: Any) -> Any:
+        key = hostname.lower() if isinstance(hostname, str) else None
+        v4 = [a for a in pinned.get(key, ()) if ":" not in a] if key is not None else []  # type: ignore[arg-type]
+        return v4[0] if v4 else system(hostname)
+
+    return gethostbyname
+
+
+def _gethostbyname_ex(
+    system: Callable[..., Any], pinned: dict[str, tuple[str, ...]]
+) -> Callable[..., Any]:
+    def gethostbyname_ex(hostname: Any) -> Any:
+        key = hostname.lower() if isinstance(hostname, str) else None
+        v4 = [a for a in pinned.get(key, ()) if ":" not in a] if key is not None else []  # type: ignore[arg-type]
+        return (hostname, [], v4) if v4 else system(hostname)
+
+    return gethostbyname_ex
+
+
+def install(pins: Iterable[tuple[str, tuple[str, ...]]]) -> None:
+    """Answer the pinned names from ``pins`` (nothing to do without pins)."""
+    pinned: Any = MappingProxyType(_answers(pins))  # read-only, though harmless either way
+    if not pinned:
+        return
+    for name, factory in (
+        ("getaddrinfo", _getaddrinfo),
+        ("gethostbyname", _gethostbyname),
+        ("gethostbyname_ex", _gethostbyname_ex),
+    ):
+        system = getattr(_socket, name)
+        judged = detached(factory(system, pinned), system.__name__, system.__doc__, builtins)
+        setattr(_socket, name, judged)

@@ -1,0 +1,379 @@
+"""The file guard: every file API judged by the same verdict, on the real path.
+
+Most file APIs raise a PEP 578 audit event after converting their path argument and
+before the system call; the audit hook hands those to ``FileGuard.on_event``. The few
+without an event (the ``stat`` family, ``readlink``, ``mkfifo``...) are wrapped. Listings
+leave out what is hidden, and ``open`` is re-checked on the file descriptor it returns,
+so swapping a directory while a path is checked cannot let a read through.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pysandboxes._inside.enforce import FileAccess
+from pysandboxes._inside.guards.pathargs import UNKNOWABLE, exact_path, sqlite_uri
+from pysandboxes._inside.guards.paths import is_magic
+from pysandboxes._inside.guards.pinned import is_pinned
+from pysandboxes._inside.guards.values import plain_int
+from pysandboxes._policy.model import Access, Verdict
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from typing import Any
+
+    from pysandboxes._inside.enforce import Enforcer
+    from pysandboxes._inside.guards.paths import Resolver
+    from pysandboxes._policy.judge import FileJudge
+
+_READ = Access.READ
+_WRITE = Access.WRITE
+_CREATE = Access.CREATE
+_DELETE = Access.DELETE
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+#: The ``fix`` of a refusal for a change that bypassed the pinning wrappers.
+UNPINNED = "<unpinned>"
+
+
+def _descriptor(dir_fd: object) -> object:
+    """A ``dir_fd`` as C reads it: an int subclass's own value."""
+    number = plain_int(dir_fd)
+    return dir_fd if number is None else number
+
+
+class FileGuard:
+    """Judges file accesses and reports refusals to the enforcer."""
+
+    def __init__(self, judge: FileJudge, enforcer: Enforcer, resolver: Resolver) -> None:
+        self.judge = judge
+        self.enforcer = enforcer
+        self.resolver = resolver
+        # Verdicts reached in stable areas: (absolute, access, follow, metadata) -> real.
+        self._settled: dict[tuple[str, Access, bool, bool], str] = {}
+        #: Absolute paths whose metadata may be read, shared with the stat wrappers so they
+        #: can skip the hook. It grants nothing the wrappers' own originals do not.
+        self.metadata_seen: set[tuple[str, bool]] = set()
+        self._events: Mapping[str, Callable[[tuple[Any, ...]], None]] = {
+            "open": self._open_event,
+            # A directory above an exposure may be listed: the listing then shows only the
+            # way to the exposures (see _listing_event).
+            "os.listdir": lambda a: self._list(a[0], "os.listdir"),
+            "os.scandir": lambda a: self._list(a[0], "os.scandir"),
+            "os.chdir": self._chdir_event,
+            "os.remove": lambda a: self._path(a[0], _DELETE, "os.remove", a[1], follow=False),
+            "os.rmdir": lambda a: self._path(a[0], _DELETE, "os.rmdir", a[1], follow=False),
+            "os.mkdir": lambda a: self._mkdir(a[0], a[2]),
+            "os.rename": self._rename_event,
+            "os.link": self._link_event,
+            "os.symlink": self._symlink_event,
+            "os.chmod": lambda a: self._path(a[0], _WRITE, "os.chmod", a[2]),
+            "os.chown": lambda a: self._path(a[0], _WRITE, "os.chown", a[3]),
+            "os.chflags": lambda a: self._path(a[0], _WRITE, "os.chflags"),
+            "os.lchflags": lambda a: self._path(a[0], _WRITE, "os.lchflags", follow=False),
+            "os.truncate": lambda a: self._path(a[0], _WRITE, "os.truncate"),
+            "os.utime": lambda a: self._path(a[0], _WRITE, "os.utime", a[3]),
+            "os.getxattr": lambda a: self._path(a[0], _READ, "os.getxattr"),
+            "os.listxattr": lambda a: self._path(a[0], _READ, "os.listxattr"),
+            "os.setxattr": lambda a: self._path(a[0], _WRITE, "os.setxattr"),
+            "os.removexattr": lambda a: self._path(a[0], _WRITE, "os.removexattr"),
+            # shutil's events come before the os calls that do the work (each judged too):
+            # they refuse early, before a half-done copy or removal.
+            "shutil.rmtree": self._rmtree_event,
+            "shutil.copyfile": self._copy_event,
+            "sqlite3.connect": self._sqlite_event,
+            "socket.bind": lambda a: self._unix(a, "socket.bind"),
+            "socket.connect": lambda a: self._unix(a, "socket.connect"),
+            "socket.sendto": lambda a: self._unix(a, "socket.sendto"),
+            # Raised by the wrappers of the functions CPython does not audit:
+            "pysandboxes.metadata": self._metadata_event,
+            "pysandboxes.create": lambda a: self._path(a[1], _CREATE, a[0], a[2], follow=False),
+            "pysandboxes.listing": self._listing_event,
+            "pysandboxes.opened": self._opened_event,
+            # Raised by the judged copies of _posixshmem's functions (calls.py), which
+            # CPython does not report: POSIX shared memory is a file of /dev/shm.
+            "pysandboxes.shm": self._shm_event,
+        }
+
+    @property
+    def events(self) -> Mapping[str, Callable[[tuple[Any, ...]], None]]:
+        """Audit events this guard judges, with their handlers."""
+        return self._events
+
+    # -- the verdict -------------------------------------------------------------------
+
+    def check(
+        self,
+        path: object,
+        access: Access,
+        api: str,
+        dir_fd: object = None,
+        *,
+        follow: bool = True,
+        metadata: bool = False,
+    ) -> str | None:
+        """Judge ``access`` to ``path``; return the real path, or refuse.
+
+        File descriptors are not judged: they were, when opened. ``metadata`` marks a
+        ``stat``-like look, which also sees the directories leading to an exposure.
+        """
+        if path is None:
+            return None
+        if type(path) is int:
+            if access.modifies:
+                # fchmod, futimes, fsetxattr... change what the descriptor names: judged
+                # on what it names, since it may have been opened for reading only.
+                self.check_fd(path, access, f"<descriptor {path}>", api)
+            return None
+        named = exact_path(path)
+        if named is None:
+            return None
+        if named is UNKNOWABLE:
+            self.enforcer.refuse_file(
+                FileAccess(f"<{type(path).__name__} object>", UNKNOWABLE, access, api),
+                Verdict(False, None, hidden=True),
+            )
+            return None
+        dir_fd = _descriptor(dir_fd)
+        base = dir_fd if type(dir_fd) is int and dir_fd >= 0 else None
+        absolute = self.resolver.absolute(named, base)
+        if absolute is None:
+            absolute = named  # a dir_fd without a path: judged as named, hence hidden
+        key = (absolute, access, follow, metadata)
+        known = self._settled.get(key)
+        if known is not None:
+            return known
+        if absolute.endswith("/"):
+            follow = True  # "link/" names what the link points to, even for lstat
+        real, stable = self._resolve(absolute, follow)
+        verdict = self.judge.judge(real, access)
+        if (
+            verdict.allowed
+            and access.modifies
+            and not is_pinned(named)
+            # shutil's events are advisory; sockets, sqlite and shared memory open in C,
+            # with no pinned form
+            and not api.startswith(("socket.", "shutil.", "sqlite3.", "_posixshmem."))
+            and self.judge.writable_directory(real.rpartition("/")[0] or "/")
+        ):
+            # In a writable directory a swap can redirect an unpinned change after this
+            # check: only the pinned form (what the wrappers send) is accepted.
+            self.enforcer.refuse_file(
+                FileAccess(named, real, access, api), Verdict(False, None, fix=UNPINNED)
+            )
+            return real
+        if verdict.allowed or (metadata and self.judge.leads_to_exposure(real)):
+            # Cached only when the path went straight there: no link, no "..", nothing
+            # writable or magic on the way that could later make it mean something else.
+            if stable and real == absolute and not is_magic(real):
+                if len(self._settled) >= 8192:
+                    self._settled.clear()
+                    self.metadata_seen.clear()
+                self._settled[key] = real
+                if metadata and access is _READ and named == absolute and base is None:
+                    self.metadata_seen.add((named, follow))
+            return real
+        self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
+        return real
+
+    def settled(self, path: str, access: Access) -> bool:
+        """Whether ``path`` was judged in a stable area, where no re-check is needed."""
+        absolute = self.resolver.absolute(path)
+        return absolute is not None and (absolute, access, True, False) in self._settled
+
+    def _resolve(self, absolute: str, follow: bool) -> tuple[str, bool]:
+        """The real path of ``absolute``, and whether it lies in a stable area.
+
+        In a stable area (see ``FileJudge.stable``) resolutions are cached; elsewhere the
+        last component is looked at every time, since the sandbox may replace it.
+        """
+        resolver = self.resolver
+        head, _, name = absolute.rstrip("/").rpartition("/") if absolute != "/" else ("", "", "")
+        if name in ("", ".", ".."):
+            real = resolver.self_proc(resolver.realpath(absolute))
+        else:
+            parent = resolver.real_dir(head or "/")
+            real = f"{parent}/{name}" if parent != "/" else f"/{name}"
+            if follow:
+                rule = self.judge.exposure(real)
+                cache = rule is not None and self.judge.stable(rule)
+                if resolver.is_link(real, cache=cache):
+                    real = resolver.realpath(real)
+            real = resolver.self_proc(real)
+        rule = self.judge.exposure(real)
+        return real, rule is not None and self.judge.stable(rule)
+
+    def check_fd(self, fd: int, access: Access, named: str, api: str) -> None:
+        """Judge what an open file descriptor really is (after a possible race)."""
+        real = self.resolver.fd_path(fd)
+        if real is None:
+            return  # a pipe, socket or anonymous file: not a path
+        verdict = self.judge.judge(real, access)
+        if not verdict.allowed:
+            self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
+
+    # -- audit events --------------------------------------------------------------------
+
+    def _path(
+        self, path: object, access: Access, api: str, dir_fd: object = None, *, follow: bool = True
+    ) -> None:
+        if access is _DELETE or access is _CREATE:
+            self.forget()
+        self.check(path, access, api, dir_fd, follow=follow)
+
+    def forget(self) -> None:
+        """The namespace may change: drop every cached resolution and verdict."""
+        self.resolver.forget()
+        self._settled.clear()
+        self.metadata_seen.clear()
+
+    def _chdir_event(self, args: tuple[Any, ...]) -> None:
+        self.check(args[0], _READ, "os.chdir")
+
+    def _list(self, path: object, api: str) -> None:
+        self.check(path, _READ, api, metadata=True)
+
+    def _metadata_event(self, args: tuple[Any, ...]) -> None:
+        api, path, dir_fd, follow = args
+        self.check(path, _READ, api, dir_fd, follow=follow is True, metadata=True)
+
+    def _listing_event(self, args: tuple[Any, ...]) -> None:
+        """Remove the hidden entries from a listing, in place (the list is the wrapper's)."""
+        path, names = args
+        if type(names) is not list or not self.enforcer.hides_entries:
+            return
+        if type(path) is int:
+            base = self.resolver.fd_path(path)
+        else:
+            # Judged already by the listing's own event: a cached answer, usually.
+            base = self.check("." if path is None else path, _READ, "os.listdir", metadata=True)
+        if base is None:
+            return
+        judge = self.judge
+        if not judge.has_ignores and judge.judge(base, _READ).allowed:
+            return  # every entry of an exposed directory is exposed by the same rule
+        prefix = base.rstrip("/")
+        entries: list[object] = names  # type: ignore[assignment]
+        kept: list[object] = []
+        for name in entries:
+            if type(name) is str or type(name) is bytes:
+                real = f"{prefix}/{os.fsdecode(name)}"  # type: ignore[arg-type]
+                if judge.judge(real, _READ).allowed or judge.leads_to_exposure(real):
+                    kept.append(name)
+        entries[:] = kept
+
+    def _opened_event(self, args: tuple[Any, ...]) -> None:
+        """Judge what ``open`` really opened: the kernel's answer, after any race."""
+        fd, named, writes = args
+        name = exact_path(named)
+        if type(fd) is not int or name is None:
+            return
+        access = _WRITE if writes is True else _READ
+        if not self.settled(name, access):
+            self.check_fd(fd, access, name, "open")
+
+    def _open_event(self, args: tuple[Any, ...]) -> None:
+        path, mode, flags = args
+        if type(flags) is int and flags & os.O_PATH:
+            self.check(path, _READ, "open", metadata=True)  # a handle, not the contents
+            return
+        writes = (type(flags) is int and flags & _WRITE_FLAGS) or (
+            type(mode) is str and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)
+        )
+        self.check(path, _WRITE if writes else _READ, "open")
+
+    def _mkdir(self, path: object, dir_fd: object) -> None:
+        real = None
+        try:
+            self.check(path, _CREATE, "os.mkdir", dir_fd, follow=False)
+        except OSError:
+            named = exact_path(path)
+            if named is not None:
+                dir_fd = _descriptor(dir_fd)
+                absolute = self.resolver.absolute(named, dir_fd if type(dir_fd) is int else None)
+                real = self.resolver.real(absolute or named, follow=False)
+            # A directory that leads to an exposure exists, and the rules say so already:
+            # report it as existing, which is what makes os.makedirs(exist_ok=True) work.
+            if real is not None and self.judge.leads_to_exposure(real):
+                raise FileExistsError(17, "File exists", named) from None
+            raise
+
+    def _rename_event(self, args: tuple[Any, ...]) -> None:
+        src, dst, src_dir_fd, dst_dir_fd = args
+        self.forget()
+        self.check(src, _DELETE, "os.rename", src_dir_fd, follow=False)
+        self._new_name(dst, "os.rename", dst_dir_fd)
+
+    def _link_event(self, args: tuple[Any, ...]) -> None:
+        src, dst, src_dir_fd, dst_dir_fd = args
+        self.forget()
+        # A hard link is another name for the same file: writing through it writes the
+        # source, so the source must be writable, not only readable.
+        self.check(src, _WRITE, "os.link", src_dir_fd)
+        self._new_name(dst, "os.link", dst_dir_fd)
+
+    def _symlink_event(self, args: tuple[Any, ...]) -> None:
+        self.forget()
+        self._new_name(args[1], "os.symlink", args[2])
+
+    def _new_name(self, path: object, api: str, dir_fd: object) -> None:
+        """A rename, link or symlink creates ``path``: also refused where it would bring
+        a protected file into being (a directory renamed onto a missing include's)."""
+        real = self.check(path, _CREATE, api, dir_fd, follow=False)
+        if real is not None and self.judge.shadows_protected(real):
+            self.enforcer.refuse_file(
+                FileAccess(exact_path(path) or real, real, _CREATE, api),
+                Verdict(False, None, hidden=False),
+            )
+
+    def _copy_event(self, args: tuple[Any, ...]) -> None:
+        src, dst = args[0], args[1]
+        if exact_path(src) is not UNKNOWABLE:
+            self.check(src, _READ, "shutil.copyfile")
+        if exact_path(dst) is not UNKNOWABLE:
+            self.check(dst, _WRITE, "shutil.copyfile")
+
+    def _rmtree_event(self, args: tuple[Any, ...]) -> None:
+        if exact_path(args[0]) is not UNKNOWABLE:
+            self._path(args[0], _DELETE, "shutil.rmtree", args[1])
+
+    def _sqlite_event(self, args: tuple[Any, ...]) -> None:
+        database = exact_path(args[0]) if args else None
+        if database is None or database in ("", ":memory:"):
+            return
+        if database.startswith("file:"):
+            target = sqlite_uri(database)
+            if target is None:
+                return  # an in-memory database: no file
+            location, access = target
+            self.check(location, access, "sqlite3.connect")
+            return
+        self.check(database, _WRITE, "sqlite3.connect")
+
+    def _shm_event(self, args: tuple[Any, ...]) -> None:
+        # (api, name, flags), exact values made by the judged copies. glibc names the
+        # file /dev/shm/<name without its leading slashes> (and refuses any other "/").
+        if len(args) != 3 or type(args[1]) is not str or type(args[2]) is not int:
+            return
+        api, name, flags = args
+        path = "/dev/shm/" + name.lstrip("/")
+        if api == "_posixshmem.shm_unlink":
+            access = _DELETE
+        elif flags & os.O_CREAT:
+            access = _CREATE
+        elif flags & _WRITE_FLAGS:
+            access = _WRITE
+        else:
+            access = _READ
+        self.check(path, access, api, follow=False)
+
+    def _unix(self, args: tuple[Any, ...], api: str) -> None:
+        address = args[1] if len(args) > 1 else None
+        if type(address) is tuple or address is None:
+            return  # an IP address (judged by the network guard)
+        named = exact_path(bytes(address) if type(address) is bytearray else address)
+        if named is None or named.startswith("\0"):
+            return  # an abstract socket (judged by the network guard)
+        self.check(named, _WRITE, api)

@@ -1,0 +1,242 @@
+"""The network guard: connections, datagrams and binds judged by the ``net=`` rules.
+
+CPython audits ``connect`` (and ``connect_ex``), ``bind``, ``sendto`` and ``sendmsg``
+after converting the address; the hook judges every address a name leads to (a name is
+allowed only if all its addresses are), the IPv6 spellings of an IPv4 address folded into
+it. Name lookups (``getaddrinfo``, ``gethostbyname``...) are refused for names no rule
+names when the rules allow only named hosts. With no ``net=`` rule, nothing passes.
+
+AF_UNIX paths are the file guard's; abstract AF_UNIX sockets are refused (no rule can
+name them). What this layer cannot see (C code, a name resolved again by the system
+between the check and the call) is the kernel layer's.
+"""
+
+from __future__ import annotations
+
+import _socket
+from _socket import socket as _raw_socket
+
+from pysandboxes._inside.enforce import Connection
+from pysandboxes._inside.guards.values import plain_int, plain_str
+from pysandboxes._policy import netaddr  # bound now: hidden with the guards' modules
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from pysandboxes._inside.enforce import Enforcer
+    from pysandboxes._policy.judge import NetJudge
+    from pysandboxes._policy.model import Policy
+
+_FAMILY = _raw_socket.__dict__["family"]
+_TYPE = _raw_socket.__dict__["type"]
+_INET = (_socket.AF_INET, _socket.AF_INET6)
+_DGRAM = _socket.SOCK_DGRAM
+_KINDS = (_socket.SOCK_STREAM, _socket.SOCK_DGRAM)
+_ANY_KIND = (_socket.AF_UNIX, -1)
+_PROTOCOLS = (0, _socket.IPPROTO_TCP, _socket.IPPROTO_UDP)
+
+
+def _tuple_len(value: object) -> int:
+    return tuple.__len__(value)  # type: ignore[arg-type]
+
+
+def _tuple_item(value: object, index: int) -> object:
+    return tuple.__getitem__(value, index)  # type: ignore[arg-type]
+
+
+def _text(value: object) -> str | None:
+    text = plain_str(value)
+    if text is not None:
+        return text
+    if issubclass(type(value), (bytes, bytearray)):
+        # The buffer, as C reads it: a subclass's __bytes__ is never called.
+        raw = memoryview(value).tobytes()  # type: ignore[arg-type]
+        try:
+            return raw.decode("idna") if raw[:1] != b"\0" else raw.decode("latin-1")
+        except UnicodeError:
+            return None  # not a name C would accept either: refused as unjudgeable
+    return None
+
+
+class NetworkGuard:
+    """Judges socket events with the ``net=`` verdicts and refuses with a clear message."""
+
+    def __init__(self, judge: NetJudge, policy: Policy, enforcer: Enforcer, rule_file: str) -> None:
+        self._judge = judge
+        self._enforcer = enforcer
+        self._pinned_names = frozenset(name for name, _ in policy.pins)
+        self._rule_file = rule_file
+        # When every ALLOW OUT rule names a host (or one address), unknown names are not
+        # even looked up: the answer could be used by code the guard does not see.
+        self._only_pinned = all(
+            rule.host is not None or all(n.num_addresses == 1 for n in rule.networks)
+            for rule in policy.net
+            if rule.allow and "OUT" in rule.directions
+        )
+        # The addresses the rules name one by one: the only ones a reverse lookup may ask
+        # about when names are pinned (any other would carry 4 or 16 chosen bytes to
+        # the DNS server in its in-addr.arpa or ip6.arpa query).
+        self._named_addresses = frozenset(
+            netaddr.canonical(network.network_address)
+            for rule in policy.net
+            if rule.allow
+            for network in rule.networks
+            if network.num_addresses == 1
+        )
+        self._getaddrinfo: Callable[..., Any] = _socket.getaddrinfo
+        self._numeric: set[str] = set()  # host strings that are addresses, not names
+        self._passed: set[tuple[str, str, int, str]] = set()
+
+    @property
+    def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
+        """The audit events judged here."""
+        return {
+            "socket.__new__": self._new,
+            "socket.connect": lambda a: self._address(a, "OUT", "connection to"),
+            "socket.sendto": lambda a: self._address(a, "OUT", "datagram to"),
+            "socket.sendmsg": lambda a: self._address(a, "OUT", "datagram to"),
+            "socket.bind": lambda a: self._address(a, "IN", "bind to"),
+            "socket.getaddrinfo": lambda a: self._lookup(a[0] if a else None),
+            "socket.gethostbyname": lambda a: self._lookup(a[0] if a else None),
+            "socket.gethostbyname_ex": lambda a: self._lookup(a[0] if a else None),
+            "socket.gethostbyaddr": lambda a: self._reverse(a[0] if a else None),
+            "socket.getnameinfo": lambda a: self._reverse(
+                _tuple_item(a[0], 0) if a and issubclass(type(a[0]), tuple) and a[0] else None
+            ),
+        }
+
+    def _new(self, args: tuple[Any, ...]) -> None:
+        """Only sockets a net= rule can speak of: TCP and UDP over IP, and AF_UNIX."""
+        if len(args) < 4:
+            return
+        family, kind, proto = args[1], args[2], args[3]
+        if type(family) is not int or type(kind) is not int or type(proto) is not int:
+            return  # not a call the socket constructor accepts
+        if family in _ANY_KIND:
+            return  # -1: the kind of a descriptor given by number, itself made here
+        if family in _INET and kind & 0xF in _KINDS and proto in _PROTOCOLS:
+            return
+        self._refuse(
+            f"Creating a socket of family {family}, type {kind & 0xF}, protocol {proto} is "
+            "refused: net= rules speak only of TCP and UDP over IPv4 and IPv6 (and files "
+            "speak of AF_UNIX), so no rule can allow raw, packet or other sockets.",
+            f"family {family}",
+            None,
+        )
+
+    def _address(self, args: tuple[Any, ...], direction: str, what: str) -> None:
+        sock, address = args[0], args[1] if len(args) > 1 else None
+        if not issubclass(type(sock), _raw_socket):
+            return
+        family = _FAMILY.__get__(sock)
+        if family == _socket.AF_UNIX:
+            name = _text(address)
+            if name is not None and name.startswith("\0"):
+                message = (
+                    f"The {what} the abstract socket {name[1:]!r} is refused: no rule names it."
+                )
+                self._refuse(message, name, None)
+            return  # a path: the file guard judges it
+        if family not in _INET or not issubclass(type(address), tuple):
+            return
+        # What C reads: the tuple's own items, whatever a subclass says of itself.
+        if _tuple_len(address) < 2:
+            return
+        host, port = _text(_tuple_item(address, 0)), plain_int(_tuple_item(address, 1))
+        if host is None or port is None:
+            message = (
+                f"The {what} an address whose host is not a string or whose port is not an "
+                "integer is refused: it cannot be judged."
+            )
+            self._refuse(message, "?", None)
+            return
+        proto = "udp" if _TYPE.__get__(sock) & 0xF == _DGRAM else "tcp"
+        # The names C reads itself, before any lookup (socketmodule.c, setipaddr): "" is
+        # the wildcard address (this host, when connecting) and "<broadcast>" is
+        # 255.255.255.255. Neither resolves through getaddrinfo, which judged nothing.
+        if host == "":
+            host = "0.0.0.0" if family == _socket.AF_INET else "::"
+        elif host == "<broadcast>":
+            host = "255.255.255.255"
+        key = (proto, host, port, direction)
+        if key in self._passed:
+            return  # an address (never a name: its answer may move) allowed before
+        for ip in self._addresses(host, port, family):
+            verdict = self._judge.judge(proto, ip, port, direction)
+            if not verdict.allowed:
+                shown = f"[{ip}]:{port}" if host == ip else f"{host} ([{ip}]:{port})"
+                if verdict.rule is not None:
+                    message = f"The {what} {shown} is refused by {verdict.rule}."
+                else:
+                    message = f"The {what} {shown} is refused: no net= rule allows it."
+                    if verdict.fix:
+                        message += f" Add '{verdict.fix}' to {self._rule_file} to allow it."
+                rule = str(verdict.rule) if verdict.rule else None
+                target = Connection(proto, host, port, direction, (ip,))
+                self._refuse(message, f"{host}:{port}", rule, target)
+        if host in self._numeric:
+            if len(self._passed) > 4096:
+                self._passed.clear()
+            self._passed.add(key)
+
+    def _addresses(self, host: str, port: int, family: int) -> list[str]:
+        if host in self._numeric or netaddr.parse_address(host) is not None:
+            self._remember(host)
+            return [host]
+        # Judged on a fresh answer, not the pinned one: the system resolves the name again,
+        # and an answer that moved outside the rule's pinned addresses must be refused.
+        self._lookup(host)
+        try:
+            infos = self._getaddrinfo(host, port, family)
+        except OSError:
+            return []  # the system call will fail the same way
+        return list(dict.fromkeys(str(info[4][0]).split("%")[0] for info in infos))
+
+    def _lookup(self, name: object) -> None:
+        host = _text(name)
+        if host is None or not self._only_pinned or host in self._numeric:
+            return
+        if netaddr.parse_address(host) is not None:
+            self._remember(host)
+            return
+        if host.lower().rstrip(".") in self._pinned_names:
+            return
+        self._refuse(
+            f"Looking up the name {host!r} is refused: no net= rule names it. Add a rule "
+            f"such as 'net=ALLOW|tcp|{host}|443|OUT' to {self._rule_file} to allow it.",
+            host,
+            None,
+            Connection("", host, 0, "lookup"),
+        )
+
+    def _reverse(self, name: object) -> None:
+        """``gethostbyaddr`` and ``getnameinfo``: a name is looked up first, and an address
+        is asked about in a query whose name is the address itself."""
+        host = _text(name)
+        if host is None or not self._only_pinned:
+            return
+        parsed = netaddr.parse_address(host)
+        if parsed is None:
+            self._lookup(host)
+            return
+        if netaddr.canonical(parsed) in self._named_addresses:
+            return
+        self._refuse(
+            f"Looking up the name of the address {host!r} is refused: no net= rule names "
+            "that address, and the query would carry it to the DNS server.",
+            host,
+            None,
+            Connection("", host, 0, "lookup"),
+        )
+
+    def _remember(self, host: str) -> None:
+        if len(self._numeric) > 4096:  # bounded: a program may try many spellings
+            self._numeric.clear()
+        self._numeric.add(host)
+
+    def _refuse(
+        self, message: str, address: str, rule: str | None, target: Connection | None = None
+    ) -> None:
+        self._enforcer.refuse_connection(message, address, rule, target)

@@ -1,0 +1,109 @@
+"""The path arguments of file APIs, read as C reads them, without running program code.
+
+A path may arrive as ``str``, ``bytes``, ``os.PathLike``, a ``pathlib`` object or a
+``file:`` URI (sqlite3); subclasses may lie through their methods. These helpers turn each
+into the plain string the system call will use, or say it cannot be known.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+from pysandboxes._inside.guards.values import plain_path_text
+from pysandboxes._policy.model import Access
+
+#: A path the guard cannot know without running the program's code: always refused.
+UNKNOWABLE = "\0unknowable path object"
+
+
+def exact_path(value: object) -> str | None:
+    """``value`` as a plain ``str`` path, without running any code the program supplied.
+
+    A ``str`` or ``bytes`` subclass could override the very methods the guard would call;
+    concatenating with an empty exact string copies its raw characters instead. A
+    ``pathlib`` path with the standard methods is read the way ``os.fspath`` reads it (its
+    text is computed once, then cached). Any other object (some events carry the
+    argument as given, e.g. ``io.FileIO``) gives ``UNKNOWABLE``: asking it again could get
+    a different answer than the system call got. ``None`` means "no path" (an int is a
+    descriptor).
+    """
+    kind = type(value)
+    if value is None or kind is int:
+        return None
+    text = plain_path_text(value)
+    if text is not None:
+        return text
+    if kind in _PATH_CLASSES and _pathlib_untouched():
+        try:
+            # The slot the path's own __fspath__ filled when the call converted it; read
+            # through the class's descriptor, so no code of the program runs.
+            text = _PATH_TEXT.__get__(value, kind)  # type: ignore[union-attr]
+        except AttributeError:
+            return UNKNOWABLE
+        if type(text) is str:
+            return text
+    return UNKNOWABLE
+
+
+# pathlib is imported when the sandbox starts, before any program code: these are the
+# real classes, whatever the program later puts in sys.modules.
+_PATH_CLASSES = frozenset({pathlib.PurePosixPath, pathlib.PosixPath})
+_PATH_TEXT = vars(pathlib.PurePath).get("_str")
+_PATH_METHODS = tuple(
+    (klass, vars(klass).get("__fspath__"), vars(klass).get("__str__"))
+    for klass in {*pathlib.PosixPath.__mro__, *pathlib.PurePosixPath.__mro__}
+)
+
+
+def _pathlib_untouched() -> bool:
+    """Whether the program left pathlib's conversion methods as they were at start."""
+    return all(
+        vars(klass).get("__fspath__") is fspath and vars(klass).get("__str__") is text
+        for klass, fspath, text in _PATH_METHODS
+    )
+
+
+def _unquote(text: str) -> str:
+    """Percent-decoding as sqlite does it for URI paths and parameters."""
+    if "%" not in text:
+        return text
+    out = bytearray()
+    data = text.encode("utf-8", "surrogateescape")
+    i = 0
+    while i < len(data):
+        if data[i] == 0x25 and i + 2 < len(data):
+            try:
+                out.append(int(data[i + 1 : i + 3], 16))
+                i += 3
+                continue
+            except ValueError:
+                pass
+        out.append(data[i])
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
+
+
+def sqlite_uri(uri: str) -> tuple[str, Access] | None:
+    """The file a ``file:`` URI opens, and how; ``None`` for an in-memory database.
+
+    Follows sqlite's rules: ``file:path``, ``file:///path`` and ``file://localhost/path``,
+    a ``#fragment`` ignored, percent-encoding decoded, and ``mode=`` parameters: the
+    database is opened read-only only if every ``mode`` says ``ro``.
+    """
+    rest = uri[5:].partition("#")[0]
+    location, _, query = rest.partition("?")
+    if location.startswith("//"):
+        authority, _, path = location[2:].partition("/")
+        location = "/" + path if authority in ("", "localhost") else location
+    modes = [
+        _unquote(value)
+        for key, _, value in (item.partition("=") for item in query.split("&"))
+        if _unquote(key) == "mode"
+    ]
+    if modes and all(mode == "memory" for mode in modes):
+        return None
+    location = _unquote(location) or ":memory:"
+    if location == ":memory:":
+        return None
+    access = Access.READ if modes and all(mode == "ro" for mode in modes) else Access.WRITE
+    return location, access

@@ -1,0 +1,249 @@
+"""The ``Learning`` enforcer: in the sandboxed interpreter, record and let through.
+
+Each access the rules in force would refuse becomes an ``Event`` sent at once to the
+trusted side over the pipe it handed over (see ``_wire.codec``), so a child killed by
+SIGKILL has already told everything it did. The child never writes rules: it only
+describes what happened, and the trusted side decides what to grant.
+
+Two refusals still stand while learning, because allowing them would let the program
+change its own future rights: a change to a rule file (the protected files) and the
+program's own writes to the event pipe are no business of learning.
+"""
+
+from __future__ import annotations
+
+import os
+from _thread import get_ident
+
+from pysandboxes._inside.enforce import Enforcing
+from pysandboxes._inside.guards.audit import HOOK_FILENAME, current_frame
+from pysandboxes._inside.guards.integrity import INTERNALS
+from pysandboxes._policy.judge import EXPOSURE_ROOT, PLANTED_RULES
+from pysandboxes._wire.codec import Event, encode_event
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from pysandboxes._inside.enforce import Connection, FileAccess, Messages
+    from pysandboxes._policy.model import Verdict
+
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_STDLIB = os.path.dirname(os.__file__) + "/"
+_LISTINGS = frozenset({"os.listdir", "os.scandir"})
+_MAX_SENT = 50_000
+
+
+_BOOTSTRAP = (
+    os.path.join(_OWN_DIR, "_inside", "runner.py"),
+    os.path.join(_OWN_DIR, "_inside", "bootstrap.py"),
+)
+
+
+def _acting_for_caller(filename: str) -> bool:
+    """Guards, wrappers and the standard library act for whoever called them."""
+    if filename.startswith(_OWN_DIR):
+        return filename not in _BOOTSTRAP
+    # "<pysandboxes ...>": the sealed hook and the sealed copies of guarded functions.
+    return filename.startswith((_STDLIB, "<frozen ", "<pysandboxes "))
+
+
+def _shell_dirs() -> tuple[str, ...]:
+    """Where python-sb's interactive session lives (beside this package in an install,
+    elsewhere in an editable one): its frames are the shell's, never the user's."""
+    from importlib.machinery import PathFinder
+
+    spec = PathFinder.find_spec("python_sb")
+    locations = spec.submodule_search_locations if spec is not None else None
+    return tuple(location.rstrip("/") + "/" for location in locations or ())
+
+
+class Learning:
+    """Record every refusal for the trusted side; the access goes on (see module docs)."""
+
+    hides_entries = False
+
+    def __init__(self, fd: int, messages: Messages, cwd: str, *, session: bool = False) -> None:
+        self._fd = fd
+        # An interactive session: what the shell itself does (IPython, prompt_toolkit,
+        # with no line the user typed on the stack) is not the user's to learn.
+        self._session = session
+        shell = _shell_dirs() if session else ()
+        self._framework = (_STDLIB, _OWN_DIR, "<frozen ", "<pysandboxes ", *shell)
+        self._enforcing = Enforcing(messages)
+        self._cwd = cwd.rstrip("/") + "/"
+        self._sent: set[tuple[str, str, str, str, int]] = set()
+        self._names: dict[str, str] = {}  # address -> the name the program looked up
+        # Threads recording right now: finding the program's line reads frames and a
+        # lookup resolves a name, both audited; what they raise is ours, not the program's.
+        self._busy: set[int] = set()
+        from _socket import getaddrinfo
+
+        self._getaddrinfo = getaddrinfo
+        self._lstat = os.lstat  # the original: created before the file wrappers
+
+    # -- where the program did it ------------------------------------------------------
+
+    def _typed_by_the_user(self) -> bool:
+        """Whether a frame of the stack is the user's: a line typed at the prompt, or a
+        file outside the interpreter's trees and this framework (the user's modules)."""
+        frame: FrameType | None = current_frame()
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if not (
+                filename.startswith(self._framework)
+                or filename == "<string>"  # the bootstrap: a session runs no -c code
+                or "/site-packages/" in filename
+                or "/dist-packages/" in filename
+            ):
+                return True
+            frame = frame.f_back
+        return False
+
+    def where(self) -> str | None:
+        """``file:line`` of the program's code behind the access; ``None`` for our own."""
+        return self._site()[0]
+
+    def _site(self) -> tuple[str | None, bool]:
+        """Where the program did it, and whether the import system acted for it.
+
+        Outward from here: the guards' frames up to the audit hook (when the access came
+        through it), then the wrappers and the standard library, which act for their
+        caller; the first frame left decides. If it is the bootstrap's (the runner
+        printing a traceback, say), the access is the framework's own and is never
+        charged to the program's rules.
+        """
+        frame: FrameType | None = current_frame()
+        below_hook = frame
+        for _ in range(256):  # the guards' own depth is small
+            if below_hook is None or below_hook.f_code.co_filename == HOOK_FILENAME:
+                break
+            below_hook = below_hook.f_back
+        frame = below_hook.f_back if below_hook is not None else frame
+        importing = False
+        while frame is not None and _acting_for_caller(frame.f_code.co_filename):
+            importing = importing or frame.f_code.co_filename.startswith("<frozen importlib")
+            frame = frame.f_back
+        if frame is None:
+            return "", importing
+        filename = frame.f_code.co_filename
+        if filename == _BOOTSTRAP[0] and frame.f_code.co_name == "run":
+            return "the command line", importing  # runpy finding the -m module
+        if filename.startswith(_OWN_DIR) or (filename == "<string>" and frame.f_back is None):
+            return None, importing  # the bootstrap: "<string>" also names a -c program
+        if filename.startswith(self._cwd):
+            filename = filename[len(self._cwd) :]
+        return f"{filename}:{frame.f_lineno}", importing
+
+    def _send(self, event: Event, *, unless_importing: bool = False) -> None:
+        key = (event.family, event.name, event.access, event.proto, event.port)
+        thread = get_ident()
+        if thread in self._busy or key in self._sent or len(self._sent) >= _MAX_SENT:
+            return
+        self._busy.add(thread)
+        try:
+            if self._session and not self._typed_by_the_user():
+                return
+            where, importing = self._site()
+            if where is None or (unless_importing and importing):
+                return
+            self._sent.add(key)
+            line = encode_event(Event(*key[:3], event.proto, event.port, event.addresses, where))
+            os.write(self._fd, line)  # one write per event: the trusted side has it now
+        except OSError:
+            pass  # the trusted side is gone: the program still runs as it would
+        finally:
+            self._busy.discard(thread)
+
+    # -- the Enforcer protocol ---------------------------------------------------------
+
+    def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
+        """Record a file access a rule would need; a rule file stays protected."""
+        fix = verdict.fix
+        if get_ident() in self._busy:
+            return  # the frames read while recording: ours, not the program's
+        if (fix is None and not verdict.hidden) or fix == PLANTED_RULES:
+            self._enforcing.refuse_file(report, verdict)  # a rule file: never, even now
+        if fix is None or (fix.startswith("<") and fix != EXPOSURE_ROOT):
+            return  # ignored, unknowable, or a detail of enforcement: no rule to learn
+        access = report.access.value
+        if access == "read" and report.api in _LISTINGS:
+            access = "list"
+        elif access == "write" and not self._exists(report.real):
+            access = "create"  # open(path, "w") of a new file: its directory must allow it
+        elif access == "delete" and not self._exists(report.real):
+            # unlink(missing_ok=True) of nothing fails and changes nothing: a probe, which
+            # the rules refuse as "not found" too (it granted the whole directory).
+            return
+        elif access == "create" and report.api == "os.mkdir" and self._exists(report.real):
+            # makedirs(exist_ok=True) of a directory that is there: mkdir fails and changes
+            # nothing. The program looked at it, no more: it granted the whole directory.
+            access = "read"
+        # The import system lists the directories of sys.path to find modules; a refused
+        # listing only makes it look file by file, so it needs no rule of its own.
+        self._send(Event("file", report.real, access), unless_importing=access == "list")
+
+    def _exists(self, path: str) -> bool:
+        try:
+            self._lstat(path)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def env_read(self, name: str) -> None:
+        """Record a read of a variable no rule forwards (called by ``_inside.guards.env``)."""
+        self._send(Event("env", name, "read"))
+
+    def refuse_call(self, qualname: str, category: str, message: str) -> None:
+        """Record a sensitive call by its function and category; a reach into the
+        guards, which no rule can allow, stays refused."""
+        if get_ident() in self._busy:
+            return  # the frames read while recording: ours, not the program's
+        if qualname == INTERNALS:
+            self._enforcing.refuse_call(qualname, category, message)
+        self._send(Event("call", qualname, category))
+
+    def refuse_connection(
+        self, message: str, address: str, rule: str | None, target: Connection | None = None
+    ) -> None:
+        """Record a connection, bind or lookup by the name the program used."""
+        if target is None or get_ident() in self._busy:
+            return  # a socket no rule can speak of (raw, abstract): nothing to learn
+        if target.direction == "lookup":
+            self._learn_name(target.host)
+            return
+        host = self._names.get(target.host, target.host)
+        self._send(
+            Event("net", host, target.direction, target.proto, target.port, target.addresses)
+        )
+
+    def refuse_import(self, module: str, message: str, category: str | None = None) -> None:
+        """Record an import; ``category`` marks a native extension the API rules guard."""
+        self._send(Event("import", module, "native" if category else "module"))
+
+    def _learn_name(self, name: str) -> None:
+        """Remember the addresses ``name`` leads to: the program will connect to one of
+        them by address, and the rule should name the host it asked for."""
+        if name in self._names.values() or len(self._names) > 4096:
+            return
+        thread = get_ident()
+        self._busy.add(thread)  # the lookup below is audited too
+        try:
+            answers = self._getaddrinfo(name, None)
+        except OSError:
+            answers = []
+        finally:
+            self._busy.discard(thread)
+        for answer in answers:
+            self._names.setdefault(str(answer[4][0]).split("%")[0], name)
+
+
+def watched_environ(report: Learning, forwarded: frozenset[str]) -> None:
+    """Record the program's reads of variables no rule forwards (see ``_inside.guards.env``)."""
+    from pysandboxes._inside.guards.env import watch_environ
+
+    def read(name: str) -> None:
+        if name not in forwarded:
+            report.env_read(name)
+
+    watch_environ(read)

@@ -1,0 +1,195 @@
+"""Run the program as CPython would: ``__main__``, ``sys.argv``, ``sys.path[0]``, exit.
+
+A script runs in the real ``__main__`` module, ``-m`` through ``runpy`` like CPython
+itself, ``-c`` and piped standard input as ``<string>`` and ``<stdin>``. An uncaught
+exception goes through ``sys.excepthook`` once, with the frames of this framework cut
+away, and ends the process with status 1; ``KeyboardInterrupt`` ends it by SIGINT, as
+CPython does.
+"""
+
+from __future__ import annotations
+
+import os
+import runpy  # here, not in run(): run's own imports are charged to the program
+import sys
+
+from pysandboxes._inside.repl import PS1, PS2
+from pysandboxes._inside.tracebacks import user_traceback
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import CodeType
+
+    from pysandboxes._wire.spec import Program
+
+
+def _fresh_main(name: str = "__main__") -> dict[str, object]:
+    main = sys.modules["__main__"]
+    namespace = main.__dict__
+    builtins = namespace.get("__builtins__")
+    namespace.clear()
+    namespace.update(
+        __name__=name,
+        __doc__=None,
+        __package__=None,
+        __loader__=None,
+        __spec__=None,
+        __annotations__={},
+        __builtins__=builtins,
+    )
+    return namespace
+
+
+def prepare(program: Program, path: list[str] | None = None) -> None:
+    """Set ``sys.argv`` and ``sys.path`` the way CPython sets them for ``program``;
+    ``path`` is the ``sys.path`` CPython made before the boot code narrowed it."""
+    # stdin: "-" when given on the command line, "" when the program was only piped in.
+    argv0 = {"module": "-m", "command": "-c", "repl": ""}.get(program.kind, program.target)
+    sys.argv[:] = [argv0, *program.args]
+    if path is not None:
+        sys.path[:] = path
+    if sys.flags.inspect and program.kind != "repl":
+        sys.ps1, sys.ps2 = PS1, PS2  # -i: the prompt after the program is marked too
+    if sys.flags.safe_path:
+        return
+    first = program_directory(program)
+    if program.kind not in ("script", "module"):
+        first = ""  # CPython's "": the working directory, looked up at each import
+    if sys.path and sys.path[0] == "":
+        sys.path[0] = first
+    else:
+        sys.path.insert(0, first)
+    # PYTHONPATH, kept out of the start-up: where CPython puts it, after the first entry.
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[1:1] = [os.path.abspath(p) for p in extra if os.path.abspath(p) not in sys.path]
+
+
+def apply_warning_filters() -> None:
+    """What the start-up left for later: the bytecode cache of ``PYTHONPYCACHEPREFIX`` (a
+    cache the sandbox may write would feed the next start-up), and the filters of
+    ``PYTHONWARNINGS`` (a category names a module to import), applied now, under the
+    guards."""
+    option = os.environ.pop("PYSANDBOXES_X_PYCACHE_PREFIX", None)  # -X pycache_prefix=
+    prefix = os.environ.get("PYTHONPYCACHEPREFIX")
+    if option is not None:
+        sys.pycache_prefix = os.path.abspath(option) if option else None
+    elif prefix and sys.pycache_prefix is None and not sys.flags.ignore_environment:
+        sys.pycache_prefix = os.path.abspath(prefix)
+    filters = [f for f in os.environ.get("PYTHONWARNINGS", "").split(",") if f]
+    if filters and not sys.flags.ignore_environment:
+        import warnings
+
+        sys.warnoptions[:0] = filters
+        warnings._processoptions(filters)  # type: ignore[attr-defined]
+
+
+def program_directory(program: Program) -> str:
+    """The directory CPython puts first on ``sys.path`` for ``program``."""
+    if program.kind == "script":
+        return os.path.dirname(os.path.realpath(program.target))
+    return os.getcwd()
+
+
+def read_script(path: str) -> CodeType | None:
+    """Read and compile a script before the guards are armed; ``None`` if it is missing.
+
+    Reading the program is the interpreter's work, like CPython opening its argument; what
+    the program then reads is judged.
+    """
+    if os.path.isdir(path) or path.endswith(".zip"):
+        return None  # a directory or archive with __main__.py: runpy reads it
+    with open(path, "rb") as handle:
+        source = handle.read()  # bytes: compile() honours a coding cookie and a BOM
+    return compile(source, os.path.abspath(path), "exec", dont_inherit=True)
+
+
+def run(program: Program, code: CodeType | None) -> None:
+    """Run the program; does not return on an uncaught exception."""
+    try:
+        if program.kind == "repl":
+            interact(_fresh_main())
+        elif program.kind == "module":
+            runpy._run_module_as_main(program.target, alter_argv=True)  # type: ignore[attr-defined]
+        elif program.kind == "script" and code is None:
+            runpy.run_path(program.target, run_name="__main__")
+        else:
+            namespace = _fresh_main()
+            if program.kind == "script":
+                namespace["__file__"] = os.path.abspath(program.target)
+                namespace["__cached__"] = None
+            elif program.kind == "stdin":
+                namespace["__file__"] = "<stdin>"
+            if code is not None:
+                exec(code, namespace)  # the program itself, compiled by us
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        report(exc)
+
+
+def compile_program(program: Program) -> CodeType | None:
+    """Compile ``-c`` text or standard input (a script is read by ``read_script``)."""
+    if program.kind == "command":
+        return compile(program.target + "\n", "<string>", "exec", dont_inherit=True)
+    if program.kind == "stdin":
+        return compile(sys.stdin.read(), "<stdin>", "exec", dont_inherit=True)
+    return None
+
+
+def report(exc: BaseException) -> None:
+    """Print an uncaught exception as CPython does and end the process (not under -i)."""
+    tb = user_traceback(exc.__traceback__)
+    exc.__traceback__ = tb
+    sys.excepthook(type(exc), exc, tb)
+    if sys.flags.inspect:
+        return  # -i: CPython shows the traceback, then the prompt
+    if isinstance(exc, KeyboardInterrupt):
+        _die_by_sigint()
+    sys.exit(1)
+
+
+def _die_by_sigint() -> None:
+    import atexit
+    import signal
+
+    atexit._run_exitfuncs()  # type: ignore[attr-defined]
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
+#: The rule file as shown to the user and the private temporary directory, for the
+#: interactive session (set by the sandboxed interpreter's bootstrap).
+session: dict[str, str | None] = {
+    "rule_file": ".py-sandboxes",
+    "tempdir": None,
+    "provider": "subprocess",
+    "learning": None,
+}
+
+
+def interact(namespace: dict[str, object]) -> None:
+    """The interactive prompt, marked so nobody mistakes it for an unsandboxed one.
+
+    IPython's when it is installed, else the standard console, with the same marks.
+    """
+    rule_file = session["rule_file"] or ".py-sandboxes"
+    import pydoc
+
+    # help() would start `less` through os.system, a process the rules do not allow:
+    # page in this interpreter instead.
+    tty = sys.stdin.isatty() and sys.stdout.isatty()
+    pydoc.pager = pydoc.ttypager if tty else pydoc.plainpager  # type: ignore[assignment]
+    from pysandboxes._inside.repl import interact as repl
+
+    repl(
+        namespace,
+        rule_file,
+        session["tempdir"],
+        session["provider"] or "subprocess",
+        learning=bool(session["learning"]),
+    )

@@ -1,0 +1,316 @@
+"""Landlock: the kernel's sandbox for unprivileged processes, applied to this process.
+
+A small binding of our own over libc's ``syscall`` (no binary, no root, works in
+containers). The best ABI the kernel offers is used: file rights (ABI 1), ``REFER``
+(2), ``TRUNCATE`` (3), TCP bind and connect ports (4), device ioctls (5), and the scopes
+that keep signals and abstract UNIX sockets inside the sandbox (6). Whatever a right
+does not cover stays allowed by Landlock, so every concern the kernel cannot enforce is
+reported in ``AppliedLayer.missing`` instead of being silently dropped.
+
+Landlock applies to the calling thread and the processes it starts afterwards: apply it
+while the interpreter is still single-threaded. It only ever removes rights, and the
+process can never lift it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+
+from pysandboxes._policy import plan as concerns
+from pysandboxes._policy.plan import AppliedLayer
+from pysandboxes.errors import OSLayerUnavailable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from pysandboxes._policy.plan import ConfinementPlan
+
+# System call numbers: the same on every architecture since the unified table (424 and up).
+_SYS_CREATE_RULESET = 444
+_SYS_ADD_RULE = 445
+_SYS_RESTRICT_SELF = 446
+_CREATE_RULESET_VERSION = 1 << 0
+_RULE_PATH_BENEATH = 1
+_RULE_NET_PORT = 2
+_PR_SET_NO_NEW_PRIVS = 38
+
+# include/uapi/linux/landlock.h
+FS_EXECUTE = 1 << 0
+FS_WRITE_FILE = 1 << 1
+FS_READ_FILE = 1 << 2
+FS_READ_DIR = 1 << 3
+FS_REMOVE_DIR = 1 << 4
+FS_REMOVE_FILE = 1 << 5
+FS_MAKE_CHAR = 1 << 6
+FS_MAKE_DIR = 1 << 7
+FS_MAKE_REG = 1 << 8
+FS_MAKE_SOCK = 1 << 9
+FS_MAKE_FIFO = 1 << 10
+FS_MAKE_BLOCK = 1 << 11
+FS_MAKE_SYM = 1 << 12
+FS_REFER = 1 << 13  # ABI 2
+FS_TRUNCATE = 1 << 14  # ABI 3
+FS_IOCTL_DEV = 1 << 15  # ABI 5
+NET_BIND_TCP = 1 << 0  # ABI 4
+NET_CONNECT_TCP = 1 << 1  # ABI 4
+SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0  # ABI 6
+SCOPE_SIGNAL = 1 << 1  # ABI 6
+
+_FS_V1 = (1 << 13) - 1
+#: Rights the kernel accepts on a rule for a file that is not a directory (else EINVAL).
+_FILE_RIGHTS = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
+_READ = FS_READ_FILE | FS_READ_DIR
+# Read-write: everything but making device nodes (which also needs CAP_MKNOD).
+_CHANGE = FS_WRITE_FILE | FS_TRUNCATE | FS_REFER | FS_REMOVE_DIR | FS_REMOVE_FILE
+_WRITE = _READ | _CHANGE | FS_MAKE_DIR | FS_MAKE_REG | FS_MAKE_SOCK | FS_MAKE_FIFO | FS_MAKE_SYM
+
+
+def _handled_fs(abi: int) -> int:
+    rights = _FS_V1
+    if abi >= 2:
+        rights |= FS_REFER
+    if abi >= 3:
+        rights |= FS_TRUNCATE
+    if abi >= 5:
+        rights |= FS_IOCTL_DEV
+    return rights
+
+
+class _Kernel:
+    """The three system calls and ``prctl``, through libc; ``OSError`` on failure."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        self._ctypes = ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        self._syscall = libc.syscall
+        self._syscall.restype = ctypes.c_long
+        self._prctl = libc.prctl
+        self._prctl.restype = ctypes.c_int
+
+        class PathBeneath(ctypes.Structure):
+            _pack_ = 1  # the kernel's struct is packed: 12 bytes
+            _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+        self._path_beneath = PathBeneath
+
+    def _check(self, result: int, what: str) -> int:
+        if result < 0:
+            code = self._ctypes.get_errno()
+            raise OSError(code, f"{what}: {os.strerror(code)}")
+        return result
+
+    def abi(self) -> int:
+        c = self._ctypes
+        return self._check(
+            self._syscall(
+                c.c_long(_SYS_CREATE_RULESET),
+                None,
+                c.c_size_t(0),
+                c.c_uint32(_CREATE_RULESET_VERSION),
+            ),
+            "landlock_create_ruleset",
+        )
+
+    def create_ruleset(self, fs: int, net: int, scoped: int, abi: int) -> int:
+        c = self._ctypes
+        attr = (c.c_uint64 * 3)(fs, net, scoped)
+        # An older kernel knows a shorter struct and refuses non-zero fields it cannot read.
+        size = 8 if abi < 4 else 16 if abi < 6 else 24
+        return self._check(
+            self._syscall(
+                c.c_long(_SYS_CREATE_RULESET), c.byref(attr), c.c_size_t(size), c.c_uint32(0)
+            ),
+            "landlock_create_ruleset",
+        )
+
+    def add_path(self, ruleset: int, fd: int, rights: int) -> None:
+        c = self._ctypes
+        attr = self._path_beneath(rights, fd)
+        self._check(
+            self._syscall(
+                c.c_long(_SYS_ADD_RULE),
+                c.c_int(ruleset),
+                c.c_int(_RULE_PATH_BENEATH),
+                c.byref(attr),
+                c.c_uint32(0),
+            ),
+            "landlock_add_rule",
+        )
+
+    def add_ports(self, ruleset: int, ports: Iterable[int], right: int) -> None:
+        c = self._ctypes
+        attr = (c.c_uint64 * 2)(right, 0)
+        for port in ports:
+            attr[1] = port
+            self._check(
+                self._syscall(
+                    c.c_long(_SYS_ADD_RULE),
+                    c.c_int(ruleset),
+                    c.c_int(_RULE_NET_PORT),
+                    c.byref(attr),
+                    c.c_uint32(0),
+                ),
+                "landlock_add_rule",
+            )
+
+    def restrict_self(self, ruleset: int) -> None:
+        c = self._ctypes
+        # Without no_new_privs an unprivileged process may not restrict itself, and a
+        # set-uid program run later could shed the restriction's meaning.
+        one, zero = c.c_ulong(1), c.c_ulong(0)
+        self._check(
+            self._prctl(c.c_int(_PR_SET_NO_NEW_PRIVS), one, zero, zero, zero),
+            "prctl(PR_SET_NO_NEW_PRIVS)",
+        )
+        self._check(
+            self._syscall(c.c_long(_SYS_RESTRICT_SELF), c.c_int(ruleset), c.c_uint32(0)),
+            "landlock_restrict_self",
+        )
+
+
+def abi_version() -> int:
+    """The Landlock ABI of this kernel; 0 when it has none (or has it disabled)."""
+    try:
+        return _Kernel().abi()
+    except OSError:
+        return 0
+
+
+def unavailable_reason() -> str | None:
+    """Why Landlock cannot be used here, or ``None`` when it can."""
+    try:
+        _Kernel().abi()
+    except OSError as exc:
+        return _why(exc)
+    return None
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.ENOSYS:
+        return "this kernel has no Landlock (built without CONFIG_SECURITY_LANDLOCK)"
+    if exc.errno == errno.EOPNOTSUPP:
+        return "Landlock is disabled on this kernel (add it to the lsm= boot parameter)"
+    return f"Landlock cannot be queried: {exc.strerror}"
+
+
+def _path_rights(plan: ConfinementPlan) -> dict[str, int]:
+    """Each planned path with the union of the rights the plan gives it."""
+    rights: dict[str, int] = {}
+
+    def grant(paths: Iterable[str], bits: int) -> None:
+        for path in paths:
+            rights[path] = rights.get(path, 0) | bits
+
+    grant(plan.read, _READ)
+    grant(plan.write, _WRITE)
+    grant(plan.execute, FS_EXECUTE | FS_READ_FILE)
+    grant(plan.devices, FS_IOCTL_DEV)
+    if plan.tempdir is not None:
+        grant([plan.tempdir], _WRITE)
+    return rights
+
+
+def _add_paths(kernel: _Kernel, ruleset: int, plan: ConfinementPlan, handled: int) -> list[str]:
+    skipped: list[str] = []
+    for path, wanted in _path_rights(plan).items():
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            skipped.append(path)  # absent (or unreachable): nothing to grant
+            continue
+        try:
+            rights = wanted & handled
+            if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                rights &= _FILE_RIGHTS
+            if rights:
+                kernel.add_path(ruleset, fd, rights)
+        finally:
+            os.close(fd)
+    return skipped
+
+
+def apply(plan: ConfinementPlan) -> AppliedLayer:
+    """Restrict this process (and every process it starts) to ``plan``; never undone.
+
+    Raises:
+        OSLayerUnavailable: the kernel has no usable Landlock, or refused the ruleset.
+    """
+    kernel = _Kernel()
+    try:
+        abi = kernel.abi()
+    except OSError as exc:
+        raise OSLayerUnavailable(_why(exc), provider="landlock") from exc
+    try:
+        handled_fs = _handled_fs(abi)
+        enforced = [concerns.FILES, concerns.EXECUTE]
+        missing: list[tuple[str, str]] = []
+        for concern, needed in (
+            (concerns.REFER, 2),
+            (concerns.TRUNCATE, 3),
+            (concerns.DEVICE_IOCTL, 5),
+        ):
+            if abi >= needed:
+                enforced.append(concern)
+            else:
+                missing.append((concern, f"needs Landlock ABI {needed}, this kernel has {abi}"))
+        handled_net, net_concerns = _net_rights(plan, abi, missing)
+        enforced += net_concerns
+        scoped = _scopes(plan, abi, enforced, missing)
+        ruleset = kernel.create_ruleset(handled_fs, handled_net, scoped, abi)
+        try:
+            skipped = _add_paths(kernel, ruleset, plan, handled_fs)
+            if handled_net & NET_CONNECT_TCP:
+                kernel.add_ports(ruleset, plan.tcp_connect or (), NET_CONNECT_TCP)
+            if handled_net & NET_BIND_TCP:
+                kernel.add_ports(ruleset, plan.tcp_bind or (), NET_BIND_TCP)
+            kernel.restrict_self(ruleset)
+        finally:
+            os.close(ruleset)
+    except OSError as exc:
+        raise OSLayerUnavailable(
+            f"Landlock refused the sandbox's rules: {exc.strerror or exc}", provider="landlock"
+        ) from exc
+    return AppliedLayer("landlock", abi, tuple(enforced), tuple(missing), tuple(skipped))
+
+
+def _net_rights(
+    plan: ConfinementPlan, abi: int, missing: list[tuple[str, str]]
+) -> tuple[int, list[str]]:
+    """The TCP rights to handle: those the plan restricts (all of them with no network)."""
+    handled = 0
+    enforced: list[str] = []
+    for concern, ports, right in (
+        (concerns.TCP_CONNECT, plan.tcp_connect, NET_CONNECT_TCP),
+        (concerns.TCP_BIND, plan.tcp_bind, NET_BIND_TCP),
+    ):
+        if ports is None and plan.network:
+            continue  # any port: nothing to restrict
+        if abi >= 4:
+            handled |= right
+            enforced.append(concern)
+        else:
+            missing.append((concern, f"needs Landlock ABI 4, this kernel has {abi}"))
+    return handled, enforced
+
+
+def _scopes(
+    plan: ConfinementPlan, abi: int, enforced: list[str], missing: list[tuple[str, str]]
+) -> int:
+    scoped = 0
+    for concern, wanted, bit in (
+        (concerns.SIGNALS, plan.scope_signals, SCOPE_SIGNAL),
+        (concerns.ABSTRACT_SOCKETS, plan.scope_abstract_sockets, SCOPE_ABSTRACT_UNIX_SOCKET),
+    ):
+        if not wanted:
+            continue
+        if abi >= 6:
+            scoped |= bit
+            enforced.append(concern)
+        else:
+            missing.append((concern, f"needs Landlock ABI 6, this kernel has {abi}"))
+    return scoped

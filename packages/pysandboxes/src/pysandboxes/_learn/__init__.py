@@ -1,1 +1,0 @@
-"""Learning mode: the child records (``recorder``), the trusted side writes (``rules``)."""

@@ -1,1 +1,0 @@
-"""What crosses between the trusted side and a sandboxed process; ``codec`` decodes it."""

@@ -1,0 +1,226 @@
+"""What the trusted side hands the sandboxed interpreter: the program and its rules.
+
+The spec travels one way only, from the trusted side to the child it has just spawned,
+over a pipe inherited by that child alone. Nothing here decodes what a sandboxed process
+sends back: that is the job of the RPC codec.
+"""
+
+from __future__ import annotations
+
+from pysandboxes._record import record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pysandboxes._policy.model import ExposeRule, Policy
+
+PROGRAM_KINDS = ("script", "module", "command", "stdin", "repl")
+#: Providers that start the interpreter through a program of their own (a mount view and
+#: namespaces made before it runs): the child knows it is namespaced by its spec alone.
+WRAPPING = ("bwrap", "unshare")
+
+#: The code the trusted side gives ``python -c``. The child starts without the variables
+#: that run code at start-up (see ``deferred_env``), and this code takes the working
+#: directory ("") off ``sys.path`` before importing anything: a module there named like a
+#: standard one (``fnmatch.py``) would otherwise run before the kernel layer and the guards.
+#: ``main`` gets the path CPython made; the runner restores it, with the program's directory
+#: first, once everything is in place. It puts this package on the path, takes it off
+#: again, and starts ``pysandboxes._inside.bootstrap.main``.
+BOOT = (
+    "import sys;_p=sys.path[:];sys.path[:]=[p for p in _p if p];"
+    "sys.path.insert(0,{path!r});"
+    "from pysandboxes._inside.bootstrap import main as _m;"
+    "from pysandboxes._inside.runner import run as _r;"
+    "del sys.path[0];_r(*_m(_p))"
+)
+#: ``PYTHON*`` variables the interpreter may read at start-up: they set modes, never where
+#: code comes from. Every other ``PYTHON*`` variable (``PYTHONPATH``, ``PYTHONHOME``,
+#: ``PYTHONPYCACHEPREFIX``, ``PYTHONWARNINGS``, ``PYTHONUSERBASE``...) waits for the walls.
+STARTUP_VARIABLES = frozenset(
+    {
+        "PYTHONASYNCIODEBUG",
+        "PYTHONBREAKPOINT",
+        "PYTHONCOERCECLOCALE",
+        "PYTHONDEBUG",
+        "PYTHONDEVMODE",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONFAULTHANDLER",
+        "PYTHONHASHSEED",
+        "PYTHONINSPECT",
+        "PYTHONINTMAXSTRDIGITS",
+        "PYTHONIOENCODING",
+        "PYTHONMALLOC",
+        "PYTHONMALLOCSTATS",
+        "PYTHONNODEBUGRANGES",
+        "PYTHONNOUSERSITE",
+        "PYTHONOPTIMIZE",
+        "PYTHONPROFILEIMPORTTIME",
+        "PYTHONSAFEPATH",
+        "PYTHONTRACEMALLOC",
+        "PYTHONUNBUFFERED",
+        "PYTHONUTF8",
+        "PYTHONVERBOSE",
+        "PYTHONWARNDEFAULTENCODING",
+    }
+)
+
+
+#: The deferred entry that carries ``-X pycache_prefix=``, taken off the start-up's options
+#: for the same reason as ``PYTHONPYCACHEPREFIX``; the child removes it from the
+#: environment when it sets ``sys.pycache_prefix``.
+PYCACHE_OPTION = "PYSANDBOXES_X_PYCACHE_PREFIX"
+
+
+def deferred(name: str) -> bool:
+    """Whether the variable ``name`` waits for the walls (see ``LaunchSpec.deferred_env``)."""
+    return name.startswith("PYTHON") and name not in STARTUP_VARIABLES
+
+
+@record
+class Program:
+    """What to run, as CPython's command line says it.
+
+    Attributes:
+        kind: ``script``, ``module`` (``-m``), ``command`` (``-c``), ``stdin`` (``-`` or a
+            pipe) or ``repl``.
+        target: the script path, module name or command text.
+        args: ``sys.argv[1:]`` of the program.
+    """
+
+    kind: str
+    target: str = ""
+    args: tuple[str, ...] = ()
+
+
+@record
+class LearnSpec:
+    """Present when the run learns: where the child sends its events.
+
+    Attributes:
+        event_fd: the write end of the event pipe, inherited by the child alone.
+        forwarded: the variables the rules give the sandbox; reads of others are learned.
+    """
+
+    event_fd: int
+    forwarded: frozenset[str]
+
+
+@record
+class LaunchSpec:
+    """Everything the sandboxed interpreter needs, resolved by the trusted side.
+
+    Attributes:
+        policy: the parsed rules.
+        program: what to run.
+        rule_file: the rule file as shown in messages.
+        rule_dir: its directory (suggested paths are written relative to it).
+        protected: files the sandbox may never write, create, rename or remove.
+        implicit: exposures the rules do not list: devices, certificates, the private
+            temporary directory.
+        tempdir: the private temporary directory, or ``None``.
+        learning: set when the run learns (nothing is refused, everything is recorded).
+        deferred_env: variables that make the interpreter find or run code at start-up
+            (``PYTHONPATH``, ``PYTHONPYCACHEPREFIX``...): kept out of the child's
+            environment until its walls are up, then put back and applied.
+        startup_flags: interpreter options the trusted side adds (``-s`` when the user's
+            site directory lies where the sandbox may write).
+
+        provider: the kernel provider of the run (``landlock``, ``bwrap``...), chosen by
+            the trusted side; the child applies Landlock itself when it is ``landlock``.
+    """
+
+    policy: Policy
+    program: Program
+    rule_file: str
+    rule_dir: str
+    protected: tuple[str, ...]
+    implicit: tuple[ExposeRule, ...]
+    tempdir: str | None
+    learning: LearnSpec | None = None
+    provider: str = "subprocess"
+    deferred_env: tuple[tuple[str, str], ...] = ()
+    startup_flags: tuple[str, ...] = ()
+
+
+def _records() -> dict[str, type]:
+    from pysandboxes._policy import model
+
+    kinds: list[type] = [Program, LaunchSpec, LearnSpec]
+    kinds += [
+        model.Origin,
+        model.ExposeRule,
+        model.IgnoreRule,
+        model.EnvRule,
+        model.UnenvRule,
+        model.NetRule,
+        model.ImportRule,
+        model.ApiRule,
+        model.EvalRule,
+        model.ProviderOption,
+        model.Setting,
+        model.Policy,
+    ]
+    return {kind.__name__: kind for kind in kinds}
+
+
+def _plain(value: object) -> object:
+    """A record tree as nested tuples of builtins, which ``marshal`` can carry."""
+    if value is None or type(value) in (str, int, float, bool):
+        return value
+    fields = getattr(type(value), "_fields", None)
+    if fields is not None:
+        return ("R", type(value).__name__, tuple(_plain(getattr(value, f)) for f in fields))
+    if type(value) is tuple:
+        return ("T", tuple(_plain(v) for v in value))  # type: ignore[union-attr]
+    if type(value) is frozenset:
+        return ("F", tuple(sorted(value)))  # type: ignore[arg-type]
+    from pysandboxes._policy.model import Access
+
+    if isinstance(value, Access):
+        return ("A", value.value)
+    from ipaddress import IPv4Network, IPv6Network
+
+    if isinstance(value, (IPv4Network, IPv6Network)):
+        return ("N", str(value))
+    raise TypeError(f"cannot send a {type(value).__name__} to the sandbox")
+
+
+def _rebuild(value: object, records: dict[str, type]) -> object:
+    if type(value) is not tuple:
+        return value
+    item: tuple[Any, ...] = value  # type: ignore[assignment]
+    tag = item[0]
+    if tag == "R":
+        return records[item[1]](*(_rebuild(v, records) for v in item[2]))
+    if tag == "T":
+        return tuple(_rebuild(v, records) for v in item[1])
+    if tag == "F":
+        return frozenset(item[1])
+    if tag == "A":
+        from pysandboxes._policy.model import access_named
+
+        return access_named(item[1])
+    if tag == "N":
+        from ipaddress import ip_network
+
+        return ip_network(item[1])
+    raise ValueError(f"unknown tag {tag!r} in the launch spec")
+
+
+def encode(spec: LaunchSpec) -> bytes:
+    """The spec as bytes for the child's pipe (``marshal``: builtins only, no import)."""
+    import marshal
+
+    return marshal.dumps(_plain(spec))  # type: ignore[arg-type]
+
+
+def decode(data: bytes) -> LaunchSpec:
+    """Read a spec written by ``encode``. It comes from the trusted parent, never a child,
+    and ``marshal`` builds only builtin values; records are rebuilt from a fixed list."""
+    import marshal
+
+    spec = _rebuild(marshal.loads(data), _records())
+    if not isinstance(spec, LaunchSpec):
+        raise TypeError("the launch spec is not a LaunchSpec")
+    return spec
