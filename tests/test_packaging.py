@@ -93,3 +93,49 @@ def test_uvx_runs_the_built_wheels(wheels_dir: Path, tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith(f"python-sb {python_sb.__version__} (pysandboxes ")
+
+
+#: Imports every module of the package, then says which front-end packages came with them.
+_IMPORT_EVERY_MODULE = """
+import importlib, pkgutil, sys
+import pysandboxes
+names = [m.name for m in pkgutil.walk_packages(pysandboxes.__path__, "pysandboxes.")]
+for name in names:
+    importlib.import_module(name)
+front = sorted(n for n in sys.modules if n.split(".")[0] in ("python_sb", "typer", "rich"))
+print(len(names), front)
+"""
+
+
+def test_library_stands_alone_without_its_command_line(wheels_dir: Path, tmp_path: Path) -> None:
+    """Only the pysandboxes wheel (and what it requires) in a fresh venv: every module of
+    the package imports, and none brings python-sb, typer or rich along."""
+    uv = shutil.which("uv")
+    if uv is None:
+        pytest.skip("uv is not installed: run scripts/test, which installs uv")
+    lib = next(wheels_dir.glob("pysandboxes-*.whl"))
+    venv = tmp_path / "venv"
+    env = {**os.environ, "UV_PYTHON_DOWNLOADS": "never"}
+    env.pop("VIRTUAL_ENV", None)
+    subprocess.run(
+        [uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True, env=env
+    )
+    python = str(venv / "bin" / "python")
+    subprocess.run(
+        [uv, "pip", "install", "--quiet", "--python", python, str(lib)],
+        check=True,
+        env=env,
+        timeout=300,
+    )
+    installed = subprocess.run(
+        [uv, "pip", "list", "--python", python], capture_output=True, text=True, env=env
+    ).stdout.lower()
+    assert "pysandboxes" in installed
+    assert not {"python-sb", "typer", "rich"} & set(installed.split())
+    out = subprocess.run(
+        [python, "-c", _IMPORT_EVERY_MODULE], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    count, front = out.stdout.split(" ", 1)
+    assert int(count) > 60  # every module, not a stub package
+    assert front.strip() == "[]"

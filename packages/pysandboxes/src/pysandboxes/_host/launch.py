@@ -1,4 +1,14 @@
-"""Complete mode, the trusted side: read the rules, spawn the sandboxed interpreter, wait.
+"""Complete mode, the trusted side: one pass from the command line to the program's end.
+
+``run`` takes the steps in order, each in one place:
+
+1. load the rules (``load_rules``: discovery, parser);
+2. decide the plan (``build_spec``: provider, environment, start-up checks, the view
+   the provider mounts, and whether the run learns: ``learning.plan``);
+3. spawn the sandboxed interpreter (``_spawn``, through ``command`` for bwrap/unshare);
+4. wait, as the waiter that replaces this process (``waiter``);
+5. conclude: end what the program left running, and, when learning, write the rules
+   (``learning.conclude``).
 
 This process keeps the host environment and the rule files; the sandboxed interpreter it
 spawns gets exactly the variables the rules produce. Before spawning, it blanks its own
