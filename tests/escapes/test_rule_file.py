@@ -1,7 +1,9 @@
-"""Attack class 5: the sandbox rewriting its own rules under ``expose-rw=.``.
+"""Attack class 5: the sandbox rewriting its own rules, or what they grant the next run.
 
 The rule file and its includes (a missing one too: it would be read next time) can never
-be written, created, renamed or removed by the sandbox, whatever ``expose-rw`` says.
+be written, created, renamed or removed by the sandbox, whatever ``expose-rw`` says. Nor
+may the sandbox change what unchanged rules grant the next run, by planting a rule file
+or replacing an exposed path with a symlink.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import os
 from pathlib import Path
 
 import pytest
-from escapelab import Lab, attempt, got
+from escapelab import Lab, attempt, got, tree
 
 RULES = ("expose-rw=.", 'include "extra.profile"', 'include "profiles/extra.profile"')
 EVIL = "expose-rw=/"
@@ -203,3 +205,76 @@ def test_cant_widen_a_narrower_rule_by_a_link_for_the_next_run(lab: Lab) -> None
     assert result.returncode == 255, result.stdout + result.stderr
     assert "is a symbolic link inside the writable exposure" in result.stderr
     assert lab.secret not in result.stdout
+
+
+# -- an exposure replaced by a symlink for the next run --------------------------------
+
+# The exposure's own path is writable (it is inside its rule), so the program may remove
+# ``out`` and create ``out`` again, as a symlink to anywhere, in the project directory that
+# no rule makes writable. The rule file is unchanged, but the next run resolves
+# ``expose-rw=./out`` to the link's target: the outside is then exposed read-write.
+
+PLANT_DIR = """
+import os
+os.rmdir(OUT)
+os.symlink(OUTSIDE, OUT)
+print('DONE')
+"""
+
+PLANT_FILE = """
+import os
+os.remove(OUT)
+os.symlink(SECRET_FILE, OUT)
+print('DONE')
+"""
+
+
+def _constants(lab: Lab) -> str:
+    return (
+        f"OUTSIDE = {str(lab.outside)!r}\nSECRET_FILE = {str(lab.secret_file)!r}\n"
+        f"OUT = {str(lab.out)!r}\n"
+    )
+
+
+def _file_exposure(lab: Lab) -> None:
+    """``expose-rw=./out`` is a single file here."""
+
+    def prepare() -> None:
+        lab.out.rmdir()
+        lab.out.write_text("notes\n")
+
+    lab.setup(prepare)
+    lab.rules("expose-ro=./data", "expose-rw=./out")
+
+
+@pytest.mark.parametrize("kind", ["directory", "file"])
+def test_cant_replace_exposed_path_with_symlink(lab: Lab, kind: str) -> None:
+    if kind == "file":
+        _file_exposure(lab)
+    code = _constants(lab) + (PLANT_DIR if kind == "directory" else PLANT_FILE)
+    assert "DONE" in lab.control(code).stdout
+    assert lab.out.is_symlink()
+    lab.refused(
+        code,
+        ("RulePermissionError", "RuleFileNotFoundError"),
+        watch=lambda: tree(lab.project),
+    )
+
+
+@pytest.mark.parametrize("kind", ["directory", "file"])
+def test_cant_read_secret_in_next_run_through_planted_exposure_link(lab: Lab, kind: str) -> None:
+    if kind == "file":
+        _file_exposure(lab)
+    plant = _constants(lab) + (PLANT_DIR if kind == "directory" else PLANT_FILE)
+    path = "out/secret.txt" if kind == "directory" else "out"
+    read = lab.probe(f"print('GOT', open({path!r}).read())")
+    lab.reset()
+    lab.py("-c", plant)
+    assert lab.secret in lab.py("-c", read).stdout
+    lab.reset()
+    first = lab.sb("-c", plant)
+    second = lab.sb("-c", read)
+    output = first.stdout + first.stderr + second.stdout + second.stderr
+    assert lab.secret not in output, f"the next run read the secret:\n{output}"
+    # The planting run is refused (its probe has no try: the refusal ends it).
+    assert "RulePermissionError" in first.stderr or "REFUSED" in second.stdout, output

@@ -1,8 +1,7 @@
 """What a hostile (or merely unusual) program cannot make learning write.
 
-Each test is an attack of the seventh round: an event, forged or real, that used to give
-a rule wider than what the program visibly did, or that kept every rule from being
-written.
+Each test is an attack on learning: an event, forged or real, that used to give a rule
+wider than what the program visibly did, or that kept every rule from being written.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Round seven, files opened in C: POSIX shared memory (``_posixshmem``).
+"""Files opened in C: POSIX shared memory (``_posixshmem``).
 
 ``multiprocessing.shared_memory`` opens, creates, truncates and removes files of
 ``/dev/shm`` through ``_posixshmem.shm_open`` and ``shm_unlink``, which CPython does not

@@ -1,4 +1,4 @@
-"""Round eight, sensitive calls CPython does not report: the ``privileges`` category.
+"""Sensitive calls CPython does not report: the ``privileges`` category.
 
 ``os.chroot``, ``os.setuid`` and their kin (``setgroups``, ``setresuid``, ``unshare``,
 ``setns``...) are registered in the ``privileges`` category, which the rules must grant,

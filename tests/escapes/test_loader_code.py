@@ -1,4 +1,4 @@
-"""Round seven, dynamic code: a loader's ``get_code`` called by the program itself.
+"""Dynamic code: a loader's ``get_code`` called by the program itself.
 
 The import system's compiling of a module file is the interpreter's, and running the
 code is then judged as an import. ``runpy.run_path`` of a file the program wrote is

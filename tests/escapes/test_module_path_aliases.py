@@ -1,4 +1,4 @@
-"""Round nine, a module judged by a file named another way than the guard knew it.
+"""A module judged by a file named another way than the guard knew it.
 
 The import guard judges a module made from a spec by its name and by the file it comes
 from, so that ``spec_from_file_location("json", ".../ftplib.py")`` is an ``ftplib``

@@ -1,4 +1,4 @@
-"""Round seven, files opened in C: ``dbm.ndbm`` and ``dbm.gnu``.
+"""Files opened in C: ``dbm.ndbm`` and ``dbm.gnu``.
 
 ``_dbm`` and ``_gdbm`` open their files in C with no audit event: ``dbm.ndbm.open(path,
 'n')`` truncated any file named ``<path>.db`` the user can write (a SQLite database...),

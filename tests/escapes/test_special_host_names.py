@@ -1,4 +1,4 @@
-"""Round nine, the host names C reads itself: ``""`` and ``"<broadcast>"``.
+"""The host names C reads itself: ``""`` and ``"<broadcast>"``.
 
 CPython turns two host strings into addresses without any lookup: ``""`` is the wildcard
 address (``0.0.0.0``, which reaches this host when connecting) and ``"<broadcast>"`` is

@@ -1,4 +1,4 @@
-"""Round seven, other processes: their scheduling policy.
+"""Other processes: their scheduling policy.
 
 ``os.setpriority`` and ``os.sched_setaffinity`` of another process were refused (judged
 copies stand in, CPython reports neither), but their siblings ``os.sched_setscheduler``

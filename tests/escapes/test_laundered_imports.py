@@ -1,4 +1,4 @@
-"""Round nine, standard-library functions that import what they are handed.
+"""Standard-library functions that import what they are handed.
 
 An import is charged to the code that asks, and the functions that import a name or a
 file they are handed are looked through, so that the import is charged to their caller.

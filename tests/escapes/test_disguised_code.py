@@ -4,6 +4,7 @@ The guards trust code by the file it names: the import system's compiling of a m
 file is the interpreter's, and a library's imports are its own. A program that compiles a
 string under a real file's name, or names its code after a library file, must be judged as
 the program. Each probe prints RAN when its string runs; plain python shows it does.
+Code named like a frozen module (``<frozen json>``) may not pass for the library's either.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from escapelab import Lab, got
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
@@ -64,3 +66,44 @@ def test_cant_pass_code_for_the_librarys_even_with_dynamic_code(
     assert "code named after the library file" in result.stderr, result.stderr
     # The same code under its own name runs: the grant itself still works.
     assert sb("-c", "exec(compile('print(\"RAN\")', 'mine.py', 'exec'))").stdout == "RAN\n"
+
+
+# -- code named like a frozen module ---------------------------------------------------
+
+# No program code may be named after a file of the interpreter's trees, even with
+# ``dynamic-code`` granted. The frozen modules' code is named ``<frozen NAME>``, which was
+# not refused: code compiled as ``<frozen json>`` was taken for the standard library's,
+# and the modules it imported were charged to no one (the import guard allowed
+# ``import ftplib`` with only ``json`` allowed).
+#
+# The rules say ``os-sandbox=subprocess``: the Python layer alone is under test.
+
+RULES = (
+    "expose-ro=./data",
+    "expose-rw=./out",
+    "os-sandbox=subprocess",
+    "python-import=json",
+    "python-api=ALLOW:dynamic-code",
+)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        "compile(SOURCE, '<frozen json>', 'exec')",
+        "compile(SOURCE, b'<frozen json>', 'exec')",
+        "compile(SOURCE, '<string>', 'exec').replace(co_filename='<frozen json>')",
+    ],
+)
+def test_cant_pass_code_for_a_frozen_module(lab: Lab, make: str) -> None:
+    lab.rules(*RULES)
+    body = f"SOURCE = \"import getopt\\nprint('DONE', getopt.getopt)\\n\"\nexec({make}, {{}})\n"
+    code = lab.probe(body, imports="sys")
+    assert got(lab.control(code), "DONE")
+    lab.refused(code, ("RuleApiPermissionError", "RuleModuleNotFoundError"))
+
+
+def test_code_not_named_like_a_frozen_module_still_compiles(lab: Lab) -> None:
+    lab.rules(*RULES)
+    code = lab.probe("exec(compile(\"print('DONE')\", '<generated>', 'exec'))\n", imports="sys")
+    assert got(lab.run_sandboxed(code), "DONE")

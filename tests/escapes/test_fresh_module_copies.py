@@ -1,4 +1,4 @@
-"""Round nine, a fresh ``_imp``: the unjudged ``create_dynamic`` made again.
+"""A fresh ``_imp``: the unjudged ``create_dynamic`` made again.
 
 The sandbox replaces ``_imp.create_dynamic`` and ``create_builtin`` by judged copies, so
 that a module made from a spec is judged like an import. But ``_imp`` itself could be

@@ -1,4 +1,4 @@
-"""Round seven, dynamic code: the standard library's code generation, lent to the program.
+"""Dynamic code: the standard library's code generation, lent to the program.
 
 ``exec`` is a C function: called by a Python function of the standard library, it looks
 called by that library. The dynamic-code guard let whole modules compile (``functools``,
@@ -7,9 +7,9 @@ program's string: ``functools.singledispatch(exec)``, a ``NodeVisitor`` whose
 ``visit_str`` is ``exec``, and ``site.addsitedir`` of a directory holding a ``.pth``
 file the program wrote. Now only the functions that generate code count, and only for
 source of the shape they generate (a ``.pth`` line only when the file is the
-interpreter's own). Round eight: ``ast.parse`` counts only when the flags it hands
-``compile`` ask for a tree, ``dataclasses``' code only while ``@dataclass`` builds a
-class. Each probe prints RAN when its string runs; plain python shows it.
+interpreter's own), ``ast.parse`` only when the flags it hands ``compile`` ask for a
+tree, ``dataclasses``' code only while ``@dataclass`` builds a class. Each probe prints
+RAN when its string runs; plain python shows it.
 
 The rules say ``os-sandbox=subprocess``: the Python layer alone is under test.
 """
@@ -41,13 +41,13 @@ PROBES = {
             pth.write("import sys; print('RAN')\\n")
         site.addsitedir(folder)
     """,
-    # Round eight: ast.parse reads its tree flag from ast's globals at each call.
+    # ast.parse reads its tree flag from ast's globals at each call.
     "ast_flag_cleared": """
         import ast
         ast.PyCF_ONLY_AST = 0
         exec(ast.parse("print('RAN')"))
     """,
-    # Round eight: dataclasses' code maker called by the program itself, with any body.
+    # dataclasses' code maker called by the program itself, with any body.
     "dataclasses_body": """
         import dataclasses
         dataclasses._create_fn('f', [], ["print('RAN')"], globals={})()

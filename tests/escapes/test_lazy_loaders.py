@@ -1,4 +1,4 @@
-"""Round nine, ``importlib.util.LazyLoader`` and ``importlib.abc.Loader.load_module``.
+"""``importlib.util.LazyLoader`` and ``importlib.abc.Loader.load_module``.
 
 The code of a module the rules do not allow is refused when the program asks for it,
 looking through the import system and the functions that import what they are handed.

@@ -1,4 +1,4 @@
-"""Round nine, reverse lookups as a DNS channel.
+"""Reverse lookups as a DNS channel.
 
 When the rules allow only named hosts, looking up any other name is refused, so that a
 lookup cannot carry data out through DNS. Reverse lookups of an *address* passed:
