@@ -12,7 +12,11 @@ code keep working, and ``except SandBoxError`` catches every one of ours::
         ├── RuleSocketConnectionRefusedError + ConnectionRefusedError: net= refused it
         ├── RuleModuleNotFoundError         + ModuleNotFoundError: python-import= refused it
         ├── RuleApiPermissionError          + PermissionError: python-api= refused the call
-        └── OSLayerUnavailable              the kernel layer could not be applied
+        ├── OSLayerUnavailable              the kernel layer could not be applied
+        ├── SandboxCrashed                  partial mode: the child ended during the call
+        └── RemoteError                     partial mode: a sandboxed function raised an
+                                            exception whose class is not rebuilt here
+                                            (+ its nearest built-in base, e.g. ValueError)
 
 The names are those of the established implementation, so existing ``except`` clauses keep
 working. Every class pickles with its fields: refusals raised in a sandboxed child reach the
@@ -35,12 +39,14 @@ __all__ = [
     "ConfigIssue",
     "ConfigSyntaxError",
     "OSLayerUnavailable",
+    "RemoteError",
     "RuleApiPermissionError",
     "RuleFileNotFoundError",
     "RuleModuleNotFoundError",
     "RulePermissionError",
     "RuleSocketConnectionRefusedError",
     "SandBoxError",
+    "SandboxCrashed",
     "sandbox_denials",
 ]
 
@@ -221,6 +227,50 @@ class OSLayerUnavailable(SandBoxError):
 
 def _rebuild_unavailable(message: str, provider: str) -> OSLayerUnavailable:
     return OSLayerUnavailable(message, provider=provider)
+
+
+class SandboxCrashed(SandBoxError):
+    """Partial mode: the sandboxed child ended while this call was in flight.
+
+    The call may have run partly, never twice: it is not sent again. The next call
+    starts a fresh child. The message says how the child ended.
+
+    Attributes:
+        exitcode: the child's exit status, or ``None`` when a signal ended it.
+        signal: the number of the signal that ended it, or ``None``.
+    """
+
+    exitcode: int | None
+    signal: int | None
+
+    def __init__(self, message: str, *, exitcode: int | None = None, signal: int | None = None):
+        super().__init__(message)
+        self.exitcode = exitcode
+        self.signal = signal
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_crashed, (str(self), self.exitcode, self.signal))
+
+
+def _rebuild_crashed(message: str, exitcode: int | None, signal: int | None) -> SandboxCrashed:
+    return SandboxCrashed(message, exitcode=exitcode, signal=signal)
+
+
+class RemoteError(SandBoxError):
+    """Partial mode: a sandboxed function raised an exception of a class the caller does
+    not rebuild (one of the program's own, or of a library).
+
+    The caller gets a subclass named like the remote class that also inherits the
+    nearest built-in base (``except ValueError`` still catches a remote ``ValueError``
+    subclass). Its traceback shows the remote frames.
+
+    Attributes:
+        remote_class: ``module.qualname`` of the class raised in the child.
+        remote_args: the exception's arguments, values kept, others as their ``repr``.
+    """
+
+    remote_class: str = ""
+    remote_args: tuple[object, ...] = ()
 
 
 def _chain(exc: BaseException, seen: set[int]) -> Iterator[BaseException]:

@@ -25,7 +25,7 @@ def show(invocation: Invocation) -> int:
 
 
 def _show(invocation: Invocation) -> int:
-    from pysandboxes._api import layer_report
+    from pysandboxes._api.report import layer_report
     from pysandboxes._host.launch import LaunchRequest
     from pysandboxes._wire.spec import Program
     from pysandboxes.errors import ConfigSyntaxError, OSLayerUnavailable

@@ -5,7 +5,7 @@
 1. load the rules (``load_rules``: discovery, parser);
 2. decide the plan (``build_spec``: provider, environment, start-up checks, the view
    the provider mounts, and whether the run learns: ``learning.plan``);
-3. spawn the sandboxed interpreter (``_spawn``, through ``command`` for bwrap/unshare);
+3. spawn the sandboxed interpreter (``spawn``, through ``command`` for bwrap/unshare);
 4. wait, as the waiter that replaces this process (``waiter``);
 5. conclude: end what the program left running, and, when learning, write the rules
    (``learning.conclude``).
@@ -54,6 +54,7 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
+    from typing import Any
 
     from pysandboxes._policy.discover import Discovery
     from pysandboxes._policy.model import Policy
@@ -260,7 +261,21 @@ def _without_pycache_prefix(flags: Sequence[str]) -> list[str]:
     return kept
 
 
-def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str], cwd: str) -> int:
+def spawn(
+    spec: LaunchSpec,
+    child_env: dict[str, str],
+    flags: Sequence[str],
+    cwd: str,
+    *,
+    file_actions: Sequence[tuple[Any, ...]] = (),
+    detached: bool = False,
+) -> int:
+    """Start the sandboxed interpreter for ``spec``; return its pid (or its provider's).
+
+    ``file_actions`` set its standard descriptors (partial mode: never the caller's own);
+    ``detached`` puts it in a session of its own, out of the terminal's reach (partial
+    mode: the caller ends it, a ^C is the caller's).
+    """
     flags = _without_pycache_prefix(flags)
     read_end, write_end = os.pipe()
     os.set_inheritable(read_end, True)  # bwrap and unshare keep inherited descriptors
@@ -270,10 +285,17 @@ def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str], cw
     executable, argv = command_for(spec, child_env, argv, cwd)
     # The provider's program stays in the terminal's process group: a ^C there must reach
     # the program (the waiter relays it), not end the provider. The child restores them.
-    wrapped = spec.provider in WRAPPING
+    wrapped = spec.provider in WRAPPING and not detached
     saved = [signal.signal(s, signal.SIG_IGN) for s in _TERMINAL_SIGNALS] if wrapped else []
     try:
-        pid = os.posix_spawn(executable, argv, child_env, setsigmask=())
+        pid = os.posix_spawn(
+            executable,
+            argv,
+            child_env,
+            setsigmask=(),
+            file_actions=file_actions or None,
+            setsid=detached,
+        )
     finally:
         os.close(read_end)
         for number, handler in zip(_TERMINAL_SIGNALS, saved, strict=False):
@@ -318,7 +340,7 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     tempdir = spec.tempdir or ""
     try:
-        pid = _spawn(spec, child_env, request.python_flags, cwd)
+        pid = spawn(spec, child_env, request.python_flags, cwd)
     except BaseException:
         if tempdir:
             remove_tree(tempdir)

@@ -34,6 +34,7 @@ from pysandboxes.errors import OSLayerUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import CodeType
     from typing import Any
 
@@ -304,8 +305,11 @@ def _hide(modules: dict[str, object]) -> None:
             delattr(holder, child)
 
 
-def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
-    """Prepare the sandboxed interpreter; return what the boot code then runs.
+def main(
+    path: list[str] | None = None,
+) -> tuple[Program, CodeType | None, Callable[[], None] | None]:
+    """Prepare the sandboxed interpreter; return what the boot code then runs: the
+    program and its code, or in partial mode the server's loop.
 
     ``path`` is the ``sys.path`` CPython made; the boot code took the working directory
     and ``PYTHONPATH`` off it until the walls are up. The boot code calls ``_inside.runner.run``
@@ -359,6 +363,13 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
     from pysandboxes._policy.view import added_roots
 
     listings = [list_program_directory(program), *map(prelisted_finder, added_roots())]
+    serving = spec.serve
+    if serving is not None:
+        # The modules of the @sandbox functions are the program: their files, and the
+        # directories the import system lists to find them (only those files shown).
+        files += serving.files
+        places = {*serving.path, *(os.path.dirname(f) for f in serving.files)}
+        listings += [prelisted_finder(place) for place in sorted(places)]
     try:
         if spec.provider in ("landlock", "bwrap", "unshare"):
             apply_kernel_layer(spec, roots, files)
@@ -371,6 +382,11 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
         from pysandboxes._kernel.unshare import become_init
 
         become_init()  # pid 1 ignores unhandled signals: the program runs as pid 2
+    serve = None
+    if serving is not None:
+        from pysandboxes._inside.server import start
+
+        serve = start(serving.fd, serving.workers)  # its threads exist before the guards
     if spec.provider != "none":  # 'none' asks for no sandbox at all; the banner says so
         judge = install_guards(spec, roots, files)
         if spec.learning is None:  # a learning run sees everything, as unsandboxed
@@ -380,5 +396,7 @@ def main(path: list[str] | None = None) -> tuple[Program, CodeType | None]:
     # imports, and the site module's work run: what they load is judged like the program.
     os.environ.update(dict(spec.deferred_env))
     _runner.prepare(program, full_path)
+    if serving is not None:
+        sys.path[1:1] = [p for p in serving.path if p not in sys.path]
     _runner.apply_warning_filters()
-    return program, code
+    return program, code, serve

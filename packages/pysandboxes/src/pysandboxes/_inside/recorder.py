@@ -19,7 +19,7 @@ from pysandboxes._inside.enforce import Enforcing
 from pysandboxes._inside.guards.audit import HOOK_FILENAME, current_frame
 from pysandboxes._inside.guards.integrity import INTERNALS
 from pysandboxes._policy.judge import EXPOSURE_ROOT, PLANTED_RULES
-from pysandboxes._wire.codec import Event, encode_event
+from pysandboxes._wire.events import Event, encode_event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -18,6 +18,7 @@ from pysandboxes._inside.tracebacks import user_traceback
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import CodeType
 
     from pysandboxes._wire.spec import Program
@@ -103,10 +104,13 @@ def read_script(path: str) -> CodeType | None:
     return compile(source, os.path.abspath(path), "exec", dont_inherit=True)
 
 
-def run(program: Program, code: CodeType | None) -> None:
-    """Run the program; does not return on an uncaught exception."""
+def run(program: Program, code: CodeType | None, serve: Callable[[], None] | None = None) -> None:
+    """Run the program (or, in partial mode, ``serve`` the calls until the caller
+    closes); does not return on an uncaught exception."""
     try:
-        if program.kind == "repl":
+        if serve is not None:
+            serve()
+        elif program.kind == "repl":
             interact(_fresh_main())
         elif program.kind == "module":
             runpy._run_module_as_main(program.target, alter_argv=True)  # type: ignore[attr-defined]

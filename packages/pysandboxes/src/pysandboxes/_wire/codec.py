@@ -1,87 +1,37 @@
-"""The only place that decodes what a sandboxed process sends: learning events.
+"""The only place that decodes what a sandboxed process sends.
 
-While learning, the sandboxed interpreter sends one event per access its rules would
-refuse, as soon as it happens, over a pipe it inherited. Each event is one line of JSON
-(a flat object of known fields), written with a single atomic ``os.write`` so that a
-child killed by SIGKILL loses at most the event it was writing, never the ones before.
+The child is untrusted: whatever it wrote, the functions here return only well-formed
+values, with bounded sizes, and never run code the child chose.
 
-The child is untrusted: whatever it wrote, ``decode_events`` returns only well-formed
-events of the known families, with bounded sizes, and counts what it dropped. JSON is
-parsed, never evaluated; nothing is unpickled. An event only ever *describes* an access:
-what becomes a rule, and in which file, is the trusted side's decision (``_host.learning.rules``).
+- Learning events (``decode_events``): JSON lines of known fields, parsed, never
+  evaluated. An event only ever *describes* an access: what becomes a rule, and in which
+  file, is the trusted side's decision (``_host.learning.rules``).
+- Partial mode's results and exceptions (``decode_value``): pickles whose every class is
+  on an allowlist of value types (``values``), looked up without importing anything.
 """
 
 from __future__ import annotations
 
 import json
 
-from pysandboxes._policy.registry import CATEGORIES
-from pysandboxes._record import record
+from pysandboxes._wire.events import (
+    FAMILIES,
+    FIELDS,
+    MAX_ADDRESSES,
+    MAX_EVENTS,
+    MAX_LINE,
+    MAX_TEXT,
+    Event,
+)
+from pysandboxes._wire.values import CONTAINERS, MAX_DEPTH, MAX_ITEMS, SCALARS, VALUE_CLASSES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable
-
-#: The families of events, and the ``access`` values each accepts.
-FAMILIES: dict[str, frozenset[str]] = {
-    "file": frozenset({"read", "write", "create", "delete", "execute", "list"}),
-    "env": frozenset({"read"}),
-    "net": frozenset({"IN", "OUT"}),
-    "lookup": frozenset({"OUT"}),
-    "import": frozenset({"module", "native"}),
-    "call": frozenset(CATEGORIES),
-}
-#: Longest line accepted; a longer one is dropped whole. PIPE_BUF: a write of at most
-#: this size is atomic, so events written by several threads never interleave.
-MAX_LINE = 4096
-#: Most events read from one run; the rest are dropped (and counted).
-MAX_EVENTS = 20_000
-_MAX_TEXT = 4096
-_MAX_ADDRESSES = 32
-_FIELDS = frozenset({"f", "n", "a", "p", "port", "ips", "w"})
+    from collections.abc import Callable, Iterable
+    from typing import Any
 
 
-@record
-class Event:
-    """One access the rules in force would have refused.
-
-    Attributes:
-        family: ``file``, ``env``, ``net``, ``lookup``, ``import`` or ``call``.
-        name: what was accessed: a real path, a variable name, the host as the program
-            named it, a top-level module, a function's qualified name.
-        access: how (see ``FAMILIES``): a file access or ``list``, a direction, a call's
-            category, ``module`` or ``native`` for imports.
-        proto: ``tcp`` or ``udp`` for the network, else ``""``.
-        port: the port for the network, else 0.
-        addresses: the addresses a host name led to, or the address connected to.
-        where: the program's line that did it (``app/db.py:12``), or ``""``.
-    """
-
-    family: str
-    name: str
-    access: str
-    proto: str = ""
-    port: int = 0
-    addresses: tuple[str, ...] = ()
-    where: str = ""
-
-
-def encode_event(event: Event) -> bytes:
-    """One event as one line, for the child to write in a single ``os.write``."""
-    fields: dict[str, object] = {"f": event.family, "n": event.name, "a": event.access}
-    if event.proto:
-        fields["p"] = event.proto
-    if event.port:
-        fields["port"] = event.port
-    if event.addresses:
-        fields["ips"] = list(event.addresses[:_MAX_ADDRESSES])
-    if event.where:
-        fields["w"] = event.where[:512]  # a location, not a payload: the line stays short
-    line = json.dumps(fields, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
-    return line if len(line) <= MAX_LINE else b""
-
-
-def _text(value: object, *, limit: int = _MAX_TEXT) -> str | None:
+def _text(value: object, *, limit: int = MAX_TEXT) -> str | None:
     if type(value) is not str or len(value) > limit or "\0" in value:
         return None  # a NUL names nothing the system knows, and os.path refuses it
     try:
@@ -102,7 +52,7 @@ def decode_event(line: bytes) -> Event | None:
     if type(parsed) is not dict:
         return None
     fields: dict[str, object] = parsed  # type: ignore[assignment]
-    if not _FIELDS.issuperset(fields):
+    if not FIELDS.issuperset(fields):
         return None
     family, name, access = _text(fields.get("f")), _text(fields.get("n")), _text(fields.get("a"))
     if family not in FAMILIES or not name or access not in FAMILIES[family]:
@@ -116,8 +66,8 @@ def decode_event(line: bytes) -> Event | None:
     if type(ips) is not list:
         return None
     items: list[object] = ips  # type: ignore[assignment]
-    addresses = [_text(ip, limit=64) for ip in items[: _MAX_ADDRESSES + 1]]
-    if len(addresses) > _MAX_ADDRESSES:
+    addresses = [_text(ip, limit=64) for ip in items[: MAX_ADDRESSES + 1]]
+    if len(addresses) > MAX_ADDRESSES:
         return None
     kept = tuple(a for a in addresses if a is not None)
     if len(kept) != len(addresses):
@@ -148,3 +98,92 @@ def decode_events(chunks: Iterable[bytes]) -> tuple[list[Event], int]:
     if pending.strip():
         dropped += 1  # the last line had no end: the child died while writing it
     return events, dropped
+
+
+class RefusedValue(Exception):
+    """What a child sent is not a value the caller accepts (class, size or depth)."""
+
+
+def decode_value(
+    payload: bytes | bytearray,
+    *,
+    objects: Callable[[str, str], type | None] | None = None,
+    max_depth: int = MAX_DEPTH,
+    max_items: int = MAX_ITEMS,
+) -> object:
+    """The value a child pickled, rebuilt from the allowlisted classes only.
+
+    ``objects`` (``remote-result-mode=objects``) may allow more classes: it gets the
+    module and name the stream asks for and returns the class, or ``None``. Nothing is
+    imported but the standard modules of the allowlist.
+
+    Raises:
+        RefusedValue: a class off the list, a value nested deeper than ``max_depth`` or
+            holding more than ``max_items`` objects, or a stream that is not a pickle.
+    """
+    import io
+    import pickle
+
+    class ValueUnpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str, /) -> Any:
+            return _find_class(module, name, objects)
+
+        def persistent_load(self, pid: Any, /) -> Any:
+            raise RefusedValue("persistent ids are not values")
+
+    try:
+        value = ValueUnpickler(io.BytesIO(payload)).load()
+    except RefusedValue:
+        raise
+    except Exception as exc:  # a malformed stream: any error the unpickler raises
+        raise RefusedValue(f"not a valid result stream ({type(exc).__name__}: {exc})") from exc
+    _check_bounds(value, max_depth, max_items)
+    return value
+
+
+def _find_class(module: str, name: str, objects: Callable[[str, str], type | None] | None) -> Any:
+    if (module, name) in VALUE_CLASSES:
+        import importlib
+
+        found: Any = importlib.import_module(module)  # one of the allowlist's own modules
+        for part in name.split("."):
+            found = getattr(found, part)
+        return found
+    if objects is not None:
+        allowed = objects(module, name)
+        if allowed is not None:
+            return allowed
+    raise RefusedValue(f"{module}.{name}")
+
+
+_SCALARS = frozenset(SCALARS)
+
+
+def _check_bounds(value: object, max_depth: int, max_items: int) -> None:
+    """Refuse a value nested deeper than ``max_depth`` or larger than ``max_items``."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    seen: set[int] = set()
+    items = 0
+    while stack:
+        item, depth = stack.pop()
+        if type(item) in _SCALARS or id(item) in seen:
+            continue
+        seen.add(id(item))
+        if depth >= max_depth:
+            raise RefusedValue(f"a value nested deeper than {max_depth} levels")
+        members: list[object]
+        if isinstance(item, dict):
+            mapping: dict[object, object] = item  # type: ignore[assignment]
+            members = [*mapping.keys(), *mapping.values()]
+        elif isinstance(item, CONTAINERS):
+            members = list(item)  # type: ignore[call-overload]
+        else:
+            state: Any = getattr(item, "__dict__", None)
+            members = list(state.values()) if type(state) is dict else []  # pyright: ignore[reportUnknownArgumentType]
+        kinds = set(map(type, members))
+        items += len(members)
+        if items > max_items:
+            raise RefusedValue(f"a value of more than {max_items} objects")
+        if kinds <= _SCALARS:
+            continue
+        stack.extend((member, depth + 1) for member in members if type(member) not in _SCALARS)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from pysandboxes._policy.model import ExposeRule, Policy
 
-PROGRAM_KINDS = ("script", "module", "command", "stdin", "repl")
+PROGRAM_KINDS = ("script", "module", "command", "stdin", "repl", "serve")
 #: Providers that start the interpreter through a program of their own (a mount view and
 #: namespaces made before it runs): the child knows it is namespaced by its spec alone.
 WRAPPING = ("bwrap", "unshare")
@@ -83,7 +83,7 @@ class Program:
 
     Attributes:
         kind: ``script``, ``module`` (``-m``), ``command`` (``-c``), ``stdin`` (``-`` or a
-            pipe) or ``repl``.
+            pipe), ``repl``, or ``serve`` (partial mode: serve ``@sandbox`` calls).
         target: the script path, module name or command text.
         args: ``sys.argv[1:]`` of the program.
     """
@@ -104,6 +104,24 @@ class LearnSpec:
 
     event_fd: int
     forwarded: frozenset[str]
+
+
+@record
+class ServeSpec:
+    """Present in partial mode: the child serves calls instead of running a program.
+
+    Attributes:
+        fd: the child's end of the connection (a socket the child alone inherits).
+        workers: threads that run sync functions (calls beyond wait for one).
+        files: the source files of the modules that define ``@sandbox`` functions and of
+            their packages: the program, readable without a rule.
+        path: the directories of the search path those modules are found in.
+    """
+
+    fd: int
+    workers: int
+    files: tuple[str, ...] = ()
+    path: tuple[str, ...] = ()
 
 
 @record
@@ -128,6 +146,7 @@ class LaunchSpec:
 
         provider: the kernel provider of the run (``landlock``, ``bwrap``...), chosen by
             the trusted side; the child applies Landlock itself when it is ``landlock``.
+        serve: set in partial mode (see ``ServeSpec``).
     """
 
     policy: Policy
@@ -141,12 +160,13 @@ class LaunchSpec:
     provider: str = "subprocess"
     deferred_env: tuple[tuple[str, str], ...] = ()
     startup_flags: tuple[str, ...] = ()
+    serve: ServeSpec | None = None
 
 
 def _records() -> dict[str, type]:
     from pysandboxes._policy import model
 
-    kinds: list[type] = [Program, LaunchSpec, LearnSpec]
+    kinds: list[type] = [Program, LaunchSpec, LearnSpec, ServeSpec]
     kinds += [
         model.Origin,
         model.ExposeRule,

@@ -37,7 +37,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-    from pysandboxes._wire.codec import Event
+    from pysandboxes._wire.events import Event
 
 #: Modules that let code leave the Python layer's reach: marked ⚠ when learned.
 DANGEROUS_MODULES = frozenset(

@@ -1,4 +1,4 @@
-"""The library's entry points that are not exceptions (partial mode joins them later)."""
+"""The layer report: which layer enforces each rule on this host (``enforcement_report``)."""
 
 from __future__ import annotations
 

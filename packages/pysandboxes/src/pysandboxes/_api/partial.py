@@ -1,0 +1,272 @@
+"""``sandboxes()`` and ``run()``: partial mode's sandboxed child, for ``@sandbox`` calls.
+
+``with sandboxes():`` (or ``async with``) starts one sandboxed child under the rules and
+routes the ``@sandbox`` calls of its profile to it until the block ends. The application
+keeps every right of its own; the functions get the rules' rights only. Several
+``sandboxes()`` with different rules may be entered at once, one per ``profile``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from pysandboxes._mode import is_in_sandbox
+from pysandboxes.errors import SandBoxError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Iterable, Mapping
+    from types import TracebackType
+    from typing import Any, Self, TypeVar
+
+    from pysandboxes._host.partial import Child
+
+    T = TypeVar("T")
+
+#: Default bound of a result (and of anything the child sends at once).
+RESULT_LIMIT = 256 << 20
+_INIT = 2  # frames.INIT, without importing the wire module before it is needed
+_CALL = 1
+
+_active: dict[str | None, list[sandboxes]] = {}
+_lock = threading.Lock()
+
+
+def active(profile: str | None, module: str, name: str) -> sandboxes:
+    """The ``sandboxes()`` entered for ``profile`` that calls go to (the innermost)."""
+    entered = _active.get(profile)
+    if not entered:
+        where = f"sandboxes(profile={profile!r})" if profile else "sandboxes()"
+        raise SandBoxError(
+            f"{module}.{name} is a @sandbox function, called outside any `with {where}:`: "
+            f"it never runs unsandboxed. Enter {where} (or use pysandboxes.run()) first."
+        )
+    return entered[-1]
+
+
+class sandboxes:
+    """A sandboxed child that runs the ``@sandbox`` functions called while it is entered.
+
+    Args:
+        init_fn: a function (of an importable module) run in the child before the first
+            call: logging, pools, anything the child needs; sync or async. If it raises,
+            entering raises its exception at once.
+        sandboxes_config: the rule file to use instead of the one discovery finds.
+        envs: the environment ``${VAR}`` and ``env=`` rules read (default ``os.environ``).
+        python_args: interpreter options for the child (``["-X", "dev"]``).
+        learn: learn the rules the calls need into this file (``True``: the rule file in
+            use), instead of enforcing them; the rules are written when the block ends.
+        profile: the name ``@sandbox(profile=...)`` functions route to.
+        workers: threads that run sync functions at once in the child.
+        result_limit: the largest result (bytes) accepted from the child.
+        **extra_rules: more rules, ``_`` for ``-`` in keys: ``expose_ro="./data"``,
+            ``os_sandbox="bwrap"``; a list repeats the key.
+    """
+
+    def __init__(
+        self,
+        init_fn: Callable[..., Any] | None = None,
+        sandboxes_config: str | os.PathLike[str] | None = None,
+        *,
+        envs: Mapping[str, str] | None = None,
+        python_args: Iterable[str] | None = None,
+        learn: str | bool | None = None,
+        profile: str | None = None,
+        workers: int = 8,
+        result_limit: int = RESULT_LIMIT,
+        **extra_rules: object,
+    ) -> None:
+        self.init_fn = init_fn
+        self.config = os.fspath(sandboxes_config) if sandboxes_config is not None else None
+        self.envs = envs
+        self.python_args = tuple(python_args or ())
+        self.learn = "" if learn is True else (None if learn in (None, False) else str(learn))
+        self.profile = profile
+        self.workers = max(1, workers)
+        self.result_limit = result_limit
+        self.rules = tuple(_rule_lines(extra_rules))
+        self._child: Child | None = None
+        self._start_lock = threading.Lock()
+        self._entered = False
+        if init_fn is not None:
+            _importable(init_fn, "init_fn")
+
+    # -- entering and leaving ------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        if self._entered:
+            raise SandBoxError("this sandboxes() is entered already")
+        self._entered = True
+        if not is_in_sandbox():  # under python-sb the calls run inline
+            try:
+                self._child = self._start()
+            except BaseException:
+                self._entered = False
+                raise
+        with _lock:
+            _active.setdefault(self.profile, []).append(self)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        with _lock:
+            entered = _active.get(self.profile, [])
+            if self in entered:
+                entered.remove(self)
+        self._entered = False
+        child, self._child = self._child, None
+        if child is not None:
+            child.close()
+
+    async def __aenter__(self) -> Self:
+        import asyncio
+
+        return await asyncio.get_running_loop().run_in_executor(None, self.__enter__)
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        import asyncio
+
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, self.__exit__, kind, value, traceback)
+
+    # -- the child -----------------------------------------------------------------------
+
+    def _start(self) -> Child:
+        from pysandboxes._host.launch import LaunchRequest
+        from pysandboxes._host.partial import Child
+        from pysandboxes._wire.spec import Program
+
+        request = LaunchRequest(
+            Program("serve"),
+            python_flags=self.python_args,
+            config=self.config,
+            extra_rules=self.rules,
+            learn=self.learn,
+        )
+        child = Child(
+            request,
+            env=os.environ if self.envs is None else self.envs,
+            modules=_module_files(),
+            workers=self.workers,
+            result_limit=self.result_limit,
+        )
+        if self.init_fn is not None:
+            init: Any = self.init_fn
+            nothing: dict[str, object] = {}
+            call: tuple[object, ...] = (str(init.__module__), str(init.__qualname__), (), nothing)
+            done, outcome = child.call(_INIT, call, self._decode)
+            if not done:
+                child.close()
+                raise outcome  # init_fn's own exception, with its remote traceback
+        return child
+
+    def _running(self) -> Child:
+        """The child, or a fresh one when the last ended (its calls failed, never rerun)."""
+        child = self._child
+        if child is not None and child.ended is None:
+            return child
+        with self._start_lock:
+            if self._child is None or self._child.ended is not None:
+                if not self._entered:
+                    raise SandBoxError("this sandboxes() is not entered")
+                old, self._child = self._child, None
+                if old is not None:
+                    old.close()
+                self._child = self._start()
+            return self._child
+
+    def _decode(self, data: bytes) -> Any:
+        from pysandboxes._api.results import decode_result
+
+        child = self._child
+        policy = child.spec.policy if child is not None else None
+        return decode_result(data, policy)
+
+    def call(
+        self, module: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[bool, Any]:
+        """Run ``module.name(*args, **kwargs)`` in the child; what ``@sandbox`` calls.
+        Returns ``(True, result)`` or ``(False, exception to raise)``."""
+        if self._child is None and is_in_sandbox():
+            raise SandBoxError("calls run inline in a sandboxed process")
+        return self._running().call(_CALL, (module, name, args, kwargs), self._decode)
+
+    async def acall(
+        self, module: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[bool, Any]:
+        """``call`` for an async function: awaited on the caller's loop."""
+        return await self._running().acall(_CALL, (module, name, args, kwargs), self._decode)
+
+
+def run(main: Awaitable[T], **options: Any) -> T:
+    """``asyncio.run(main)`` inside ``async with sandboxes(**options):`` — the
+    partial-mode counterpart of ``asyncio.run``; returns what ``main`` returns.
+
+    Raises:
+        ValueError: ``main`` is not a coroutine.
+    """
+    import asyncio
+
+    if not asyncio.iscoroutine(main):
+        raise ValueError(f"pysandboxes.run() takes a coroutine, not {type(main).__name__}")
+
+    async def inside() -> T:
+        async with sandboxes(**options):
+            return await main
+
+    return asyncio.run(inside())
+
+
+def _rule_lines(extra_rules: Mapping[str, object]) -> Iterable[str]:
+    for key, value in extra_rules.items():
+        values: list[object] = (
+            list(value) if isinstance(value, list | tuple | set) else [value]  # pyright: ignore[reportUnknownArgumentType]
+        )
+        for item in values:
+            text = "true" if item is True else "false" if item is False else str(item)
+            yield f"{key.replace('_', '-')}={text}"
+
+
+def _importable(function: Callable[..., Any], what: str) -> None:
+    module, name = getattr(function, "__module__", None), getattr(function, "__qualname__", "")
+    if module in (None, "__main__") or "<" in str(name):
+        raise TypeError(
+            f"{what} must be a function at the top level of an importable module (the "
+            f"sandbox finds it by name), not {module}.{name}"
+        )
+
+
+def _module_files() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The files of the modules defining ``@sandbox`` functions (and of their packages),
+    and the directories of the search path they are found in."""
+    from pysandboxes._api.decorator import REGISTERED
+    from pysandboxes._policy.view import module_files
+
+    files: list[str] = []
+    roots: list[str] = []
+    for name in sorted(REGISTERED):
+        module = sys.modules.get(name)
+        source = getattr(module, "__file__", None)
+        if not isinstance(source, str):
+            continue
+        root = os.path.realpath(source)
+        for _ in name.split("."):
+            root = os.path.dirname(root)
+        if os.path.basename(source) == "__init__.py":
+            root = os.path.dirname(root)
+        found = [f for f in module_files(name, [root]) if not f.endswith("__main__.py")]
+        files += [f for f in found if f not in files]
+        if root not in roots:
+            roots.append(root)
+    return tuple(files), tuple(roots)

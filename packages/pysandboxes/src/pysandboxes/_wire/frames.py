@@ -1,0 +1,85 @@
+"""Frames on the partial-mode connection: a fixed header, then the payload.
+
+One pre-connected socket pair links the trusted side and its sandboxed child; nothing
+listens anywhere. Every message is a frame: payload length (4 bytes), call id (8
+bytes), kind (1 byte), payload. Calls are multiplexed by id on the one connection, so
+calls from many threads or tasks overlap. Payloads are encoded and decoded elsewhere
+(the parent's side decodes only in ``codec``); this module moves bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+
+HEADER = struct.Struct("<IQB")
+
+# Trusted side -> child.
+CALL = 1  # payload: pickle of (module, qualname, args, kwargs)
+INIT = 2  # payload: pickle of (module, qualname) of init_fn; answered READY or RAISED
+CANCEL = 3  # no payload: stop the call (the child ends it, or ends itself)
+# Child -> trusted side.
+RESULT = 10  # payload: the value, as codec decodes it
+RAISED = 11  # payload: the exception, described as values (see replies)
+STDOUT = 12  # payload: bytes the call wrote to standard output
+STDERR = 13  # payload: bytes the call wrote to standard error
+READY = 14  # no payload: the child serves calls (or init_fn returned)
+
+#: Kinds a child may send; anything else ends the connection.
+FROM_CHILD = frozenset({RESULT, RAISED, STDOUT, STDERR, READY})
+
+
+class FrameError(Exception):
+    """The peer broke the framing: a kind it may not send, or a frame over the limit."""
+
+
+def pack(kind: int, call_id: int, payload: bytes | bytearray | memoryview = b"") -> bytes:
+    """One frame, header and payload, ready for ``sendall``."""
+    return HEADER.pack(len(payload), call_id, kind) + bytes(payload)
+
+
+def send(sock: socket.socket, kind: int, call_id: int, payload: bytes = b"") -> None:
+    """Send one frame (the caller holds the connection's send lock)."""
+    header = HEADER.pack(len(payload), call_id, kind)
+    if len(payload) < 65536:
+        sock.sendall(header + payload)
+    else:  # a large payload is not copied once more to prepend 13 bytes
+        sock.sendall(header)
+        sock.sendall(payload)
+
+
+def _read_exactly(sock: socket.socket, size: int) -> bytearray | None:
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    got = 0
+    while got < size:
+        count = sock.recv_into(view[got:], size - got)
+        if count == 0:
+            return None
+        got += count
+    return buffer
+
+
+def receive(sock: socket.socket, limit: int) -> tuple[int, int, bytearray] | None:
+    """The next frame as ``(kind, call_id, payload)``, or ``None`` at the end of the
+    connection.
+
+    Raises:
+        FrameError: the frame announces more than ``limit`` bytes.
+        OSError: the connection failed.
+    """
+    header = _read_exactly(sock, HEADER.size)
+    if header is None:
+        return None
+    size, call_id, kind = HEADER.unpack(header)
+    if size > limit:
+        raise FrameError(f"a frame of {size} bytes is over the limit of {limit} bytes")
+    if size == 0:
+        return kind, call_id, bytearray()
+    payload = _read_exactly(sock, size)
+    if payload is None:
+        return None
+    return kind, call_id, payload
