@@ -66,9 +66,7 @@ def rebuild(description: object, depth: int = 0) -> BaseException:
 def _instance(found: dict[str, Any]) -> BaseException:
     module, qualname = str(found.get("module", "")), str(found.get("qualname", "Exception"))
     sent: Any = found.get("args", ())
-    args: tuple[object, ...] = ()
-    if type(sent) is tuple:
-        args = tuple(item for item in sent)  # pyright: ignore[reportUnknownVariableType]
+    args: tuple[object, ...] = sent if type(sent) is tuple else ()  # pyright: ignore[reportUnknownVariableType]
     members = found.get("members")
     if type(members) is list and members:
         group_members: list[Any] = [rebuild(m) for m in members]  # type: ignore[union-attr]
