@@ -68,15 +68,15 @@ def _decorate(function: Callable[..., Any], *, profile: str | None) -> Callable[
             f"@sandbox cannot run the generator {name}: a generator's values cannot cross "
             "to the caller one by one; return a list instead"
         )
-    if module == "__main__":
-        raise TypeError(
-            f"@sandbox cannot run {name}: it is defined in __main__, and the sandbox finds "
-            "functions by module name; move it to a module of its own and import it"
-        )
     if "<locals>" in name or "<lambda>" in name:
         raise TypeError(
             f"@sandbox cannot run {module}.{name}: it is defined inside a function, and the "
             "sandbox finds functions by name; move it to the top level of its module"
+        )
+    if module == "__main__":
+        raise TypeError(
+            f"@sandbox cannot run {name}: it is defined in __main__, and the sandbox finds "
+            "functions by module name; move it to a module of its own and import it"
         )
     REGISTERED.setdefault(module, set()).add(name)
     if flags & _CO_COROUTINE:
