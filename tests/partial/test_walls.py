@@ -221,7 +221,8 @@ def test_an_object_result_is_refused_unless_objects_mode_allows_the_apps_class(
     assert refused.returncode == 0, refused.stderr
     lines = refused.stdout.splitlines()
     assert lines[0] == "refused True"
-    assert "tools.Point" in lines[1] and "remote-result-mode=objects" in lines[1]
+    assert "tools.Point" in lines[1]
+    assert "remote-result-mode=objects" in lines[1]
     allowed = app.run(main.format(rules="remote_result_mode='objects'"), TOOLS)
     assert allowed.returncode == 0, allowed.stderr
     assert allowed.stdout.splitlines() == ["rebuilt True 1 2"]
@@ -267,8 +268,10 @@ def test_a_function_in_main_or_nested_is_refused_with_where_to_move_it(app: App)
     )
     assert result.returncode == 0, result.stderr
     first, second = result.stdout.splitlines()
-    assert "defined in __main__" in first and "move it to a module" in first
-    assert "inside a function" in second and "top level" in second
+    assert "defined in __main__" in first
+    assert "move it to a module" in first
+    assert "inside a function" in second
+    assert "top level" in second
 
 
 def test_the_childs_output_never_reaches_the_applications_descriptors(app: App) -> None:
