@@ -153,6 +153,7 @@ class sandboxes:
             config=self.config,
             extra_rules=self.rules,
             learn=self.learn,
+            first_run=False,
         )
         child = Child(
             request,

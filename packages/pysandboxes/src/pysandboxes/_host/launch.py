@@ -46,7 +46,7 @@ from pysandboxes._wire.spec import (
     deferred,
     encode,
 )
-from pysandboxes.errors import ConfigSyntaxError
+from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
 
 #: The directory holding this package: the boot and waiter code put it on sys.path.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -86,6 +86,8 @@ class LaunchRequest:
         learn: ``--learn[=FILE]``: ``None`` when absent, ``""`` for the rule file in use.
         summary: ``module:function`` that prints a learning run's summary (the front end's
             own rendering); plain text when empty. The waiter imports it by name.
+        first_run: with no rule file and no rule given, learn (``python-sb``'s first run);
+            when false (partial mode), refuse to start instead: nothing learns unasked.
     """
 
     program: Program
@@ -94,6 +96,14 @@ class LaunchRequest:
     extra_rules: tuple[str, ...] = ()
     learn: str | None = None
     summary: str = ""
+    first_run: bool = True
+
+
+_NO_RULES = (
+    "no rule file was found (a new one would be {0}): the sandbox would have no rules. Pass "
+    "sandboxes_config='path/to/.py-sandboxes', rules as keywords (expose_ro='./data'), or "
+    "learn='.py-sandboxes' to write the rules the calls need"
+)
 
 
 def _implicit(tempdir: str) -> tuple[ExposeRule, ...]:
@@ -138,6 +148,13 @@ def build_spec(
         )
     child_env = resolve_env(policy, env)
     output = learning_output(request.learn, policy, found, cwd, given=bool(request.extra_rules))
+    if (
+        output is not None
+        and found.path is None
+        and request.learn is None
+        and not request.first_run
+    ):
+        raise ConfigSyntaxError([ConfigIssue("<sandboxes()>", 0, _NO_RULES.format(found.default))])
     learning = None
     if output is not None:
         learning, child_env = start_learning(output, policy, env, child_env, selection.provider)
