@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
@@ -17,7 +20,9 @@ def python_blocks() -> list[tuple[str, int, str]]:
         text = page.read_text()
         for match in FENCE.finditer(text):
             lang, info, body = match.groups()
-            if lang == "python" and "no-run" not in info:
+            if lang == "python" and not {"no-run", "partial"} & set(info.split()) and (
+                "file=" not in info
+            ):
                 line = text.count("\n", 0, match.start()) + 1
                 found.append((page.name, line, body))
     return found
@@ -26,6 +31,34 @@ def python_blocks() -> list[tuple[str, int, str]]:
 def test_doc_python_examples_run() -> None:
     for page, line, code in python_blocks():
         exec(compile(code, f"docs/{page}:{line}", "exec"), {"__name__": "__doc_example__"})
+
+
+def test_doc_partial_mode_examples_run_as_applications(tmp_path: Path) -> None:
+    """A page's ```python partial blocks run as an application's main module, in a
+    directory holding the page's `file=NAME` blocks (the module of @sandbox functions,
+    the rule file)."""
+    ran = 0
+    for page in sorted(DOCS.glob("*.md")):
+        text = page.read_text()
+        blocks = [match.groups() for match in FENCE.finditer(text)]
+        files = {
+            info.split("file=")[1].split()[0]: body for _, info, body in blocks if "file=" in info
+        }
+        where = tmp_path / page.stem  # one directory a page: its examples run in turn
+        where.mkdir()
+        for name, content in files.items():
+            (where / name).write_text(content)
+        for number, (lang, info, body) in enumerate(blocks):
+            if lang != "python" or "partial" not in info.split():
+                continue
+            (where / "main.py").write_text(body)
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8"}
+            result = subprocess.run(
+                [sys.executable, "main.py"], cwd=where, env=env, capture_output=True, text=True
+            )
+            assert result.returncode == 0, f"docs/{page.name} block {number}: {result.stderr}"
+            ran += 1
+    assert ran >= 2
 
 
 def test_every_relative_link_resolves() -> None:

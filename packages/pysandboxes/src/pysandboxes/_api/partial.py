@@ -223,8 +223,11 @@ def run(main: Awaitable[T], **options: Any) -> T:
         raise ValueError(f"pysandboxes.run() takes a coroutine, not {type(main).__name__}")
 
     async def inside() -> T:
-        async with sandboxes(**options):
-            return await main
+        try:
+            async with sandboxes(**options):
+                return await main
+        finally:
+            main.close()  # never started (the sandbox did not start): no warning of it
 
     return asyncio.run(inside())
 
