@@ -20,8 +20,10 @@ def python_blocks() -> list[tuple[str, int, str]]:
         text = page.read_text()
         for match in FENCE.finditer(text):
             lang, info, body = match.groups()
-            if lang == "python" and not {"no-run", "partial"} & set(info.split()) and (
-                "file=" not in info
+            if (
+                lang == "python"
+                and not {"no-run", "partial"} & set(info.split())
+                and ("file=" not in info)
             ):
                 line = text.count("\n", 0, match.start()) + 1
                 found.append((page.name, line, body))

@@ -176,13 +176,21 @@ def _is_coroutine(value: object) -> bool:
     return type(value).__name__ == "coroutine" or hasattr(value, "__await__")
 
 
+_resolved: dict[tuple[str, str], Callable[..., Any]] = {}
+
+
 def resolve(module: str, qualname: str, *, init: bool = False) -> Callable[..., Any]:
     """The ``@sandbox`` function (or ``init_fn``) named by the trusted side."""
+    known = _resolved.get((module, qualname))
+    if known is not None:
+        return known
     found: Any = importlib.import_module(module)
     for part in qualname.split("."):
         found = getattr(found, part)
     if not init and getattr(found, "__pysandboxes_sandbox__", None) is not True:
         raise LookupError(f"{module}.{qualname} is not a @sandbox function")
+    if not init:
+        _resolved[(module, qualname)] = found
     return found
 
 

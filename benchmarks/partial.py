@@ -1,0 +1,170 @@
+"""Cost of partial mode: ``@sandbox`` calls against their natural alternatives, in one run.
+
+Run with the installed packages: ``python benchmarks/partial.py [provider]`` (default:
+the rules' default provider, Landlock where the kernel has it). It prints one table:
+entering and leaving ``sandboxes()``; the median of a tiny call, against a plain call,
+``ProcessPoolExecutor(1)`` and a raw socket-pair ping-pong between two Python processes
+(pickle both ways: the floor of any process boundary); a 1 MiB argument and a 1 MiB
+result; calls per second from 4 threads; the idle child's resident memory.
+Targets (docs/design): enter <= 100 ms, exit <= 30 ms, tiny call <= 100 us and <= 2x the
+socket-pair floor, 1 MiB each way <= 5 ms, >= 8,000 calls/s from 4 threads, idle child
+RSS <= 25 MiB.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import statistics
+import struct
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+TOOLS = """
+from pysandboxes import sandbox
+
+def plain_add(a, b):
+    return a + b
+
+@sandbox
+def add(a, b):
+    return a + b
+
+@sandbox
+def size(data):
+    return len(data)
+
+@sandbox
+def blob(n):
+    return b"x" * n
+"""
+MIB = 1 << 20
+
+
+def _median(fn: object, rounds: int) -> float:
+    samples = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        fn()  # type: ignore[operator]
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def _socketpair_floor(rounds: int) -> float:
+    ours, theirs = socket.socketpair()
+    header = struct.Struct("<I")
+    pid = os.fork()
+    if pid == 0:
+        ours.close()
+        while True:
+            raw = theirs.recv(4)
+            if not raw:
+                os._exit(0)
+            (size,) = header.unpack(raw)
+            args = pickle.loads(theirs.recv(size))
+            reply = pickle.dumps(args[0] + args[1])
+            theirs.sendall(header.pack(len(reply)) + reply)
+    theirs.close()
+
+    def ping() -> None:
+        message = pickle.dumps((1, 2))
+        ours.sendall(header.pack(len(message)) + message)
+        (size,) = header.unpack(ours.recv(4))
+        pickle.loads(ours.recv(size))
+
+    for _ in range(100):
+        ping()
+    floor = _median(ping, rounds)
+    ours.close()
+    os.waitpid(pid, 0)
+    return floor
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def main() -> None:
+    provider = sys.argv[1] if len(sys.argv) > 1 else None
+    work = Path(tempfile.mkdtemp(prefix="pysandboxes-bench-"))
+    (work / "bench_tools.py").write_text(textwrap.dedent(TOOLS))
+    (work / ".py-sandboxes").write_text("py-sandbox=true\n")  # no right at all
+    sys.path.insert(0, str(work))
+    os.chdir(work)
+    import bench_tools  # type: ignore[import-not-found]
+
+    from pysandboxes import sandboxes
+
+    rules = {"os_sandbox": provider} if provider else {}
+    rows: list[tuple[str, str, str, str]] = []
+
+    enters, exits = [], []
+    for _ in range(5):
+        box = sandboxes(**rules)
+        start = time.perf_counter()
+        box.__enter__()
+        enters.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        box.__exit__(None, None, None)
+        exits.append(time.perf_counter() - start)
+    rows.append(("sandboxes() enter", f"{statistics.median(enters) * 1e3:.1f} ms", "", "100 ms"))
+    rows.append(("sandboxes() exit", f"{statistics.median(exits) * 1e3:.1f} ms", "", "30 ms"))
+
+    floor = _socketpair_floor(2000)
+    plain = _median(lambda: bench_tools.plain_add(1, 2), 2000)
+    with ProcessPoolExecutor(1) as pool:
+        pool.submit(bench_tools.plain_add, 1, 2).result()
+        ppe = _median(lambda: pool.submit(bench_tools.plain_add, 1, 2).result(), 2000)
+    with sandboxes(**rules) as box:
+        child = box._child  # pyright: ignore[reportPrivateUsage]
+        for _ in range(200):
+            bench_tools.add(1, 2)
+        tiny = _median(lambda: bench_tools.add(1, 2), 2000)
+        data = b"x" * MIB
+        bench_tools.size(data)
+        arg = _median(lambda: bench_tools.size(data), 50)
+        result = _median(lambda: bench_tools.blob(MIB), 50)
+        per_thread = 2000
+        start = time.perf_counter()
+        threads = [
+            threading.Thread(target=lambda: [bench_tools.add(1, 2) for _ in range(per_thread)])
+            for _ in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        rate = 4 * per_thread / (time.perf_counter() - start)
+        time.sleep(0.2)
+        rss = _rss_kib(child.pid) if child is not None else 0
+
+    us = 1e6
+    rows.append(("plain call", f"{plain * us:.2f} us", "", ""))
+    rows.append(("raw socketpair ping-pong", f"{floor * us:.1f} us", "1.00x", ""))
+    rows.append(("ProcessPoolExecutor(1) call", f"{ppe * us:.1f} us", f"{ppe / floor:.2f}x", ""))
+    rows.append(("@sandbox tiny call", f"{tiny * us:.1f} us", f"{tiny / floor:.2f}x", "100 us, 2x"))
+    rows.append(("1 MiB argument", f"{arg * 1e3:.2f} ms", "", "5 ms"))
+    rows.append(("1 MiB result", f"{result * 1e3:.2f} ms", "", "5 ms"))
+    rows.append(("calls/s, 4 threads", f"{rate:,.0f}", "", ">= 8,000"))
+    rows.append(("idle child RSS", f"{rss / 1024:.1f} MiB", "", "25 MiB"))
+
+    print(f"partial mode, provider: {provider or 'default'}  (vs floor = the socket pair)")
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    head = ("measure", "median", "vs floor", "target")
+    widths = [max(w, len(h)) for w, h in zip(widths, head, strict=True)]
+    for row in (head, *rows):
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    main()
