@@ -20,6 +20,7 @@ PUBLIC = [
     "RuleFileNotFoundError",
     "RuleModuleNotFoundError",
     "RulePermissionError",
+    "RuleResultRefusedError",
     "RuleSocketConnectionRefusedError",
     "SandBoxError",
     "SandboxCrashed",

@@ -297,3 +297,42 @@ def test_the_childs_output_never_reaches_the_applications_descriptors(app: App) 
     assert result.returncode == 0, result.stderr
     # Both writes went through the application's sys.stdout (captured), none to fd 1.
     assert result.stdout == "captured:python level|descriptor level|"
+
+
+def test_results_too_deep_or_too_large_are_refused_and_the_child_serves_on(app: App) -> None:
+    _rules(app)
+    result = app.run(
+        """
+        import tools
+        from pysandboxes import sandboxes, RuleResultRefusedError
+        with sandboxes(result_limit=1 << 20):
+            for make in (tools.deep, tools.large):
+                try:
+                    make()
+                except RuleResultRefusedError as exc:
+                    print("refused", isinstance(exc, TypeError), str(exc)[:40])
+            print(len(tools.large_ok()))
+        """,
+        TOOLS
+        + """
+    @sandbox
+    def deep():
+        value = []
+        for _ in range(300):
+            value = [value]
+        return value
+
+    @sandbox
+    def large():
+        return b"x" * (2 << 20)
+
+    @sandbox
+    def large_ok():
+        return b"x" * (1 << 19)
+""",
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("refused True the sandboxed function's result")
+    assert lines[1].startswith("refused True the sandboxed function's reply")
+    assert lines[2] == str(1 << 19)

@@ -24,6 +24,7 @@ from pysandboxes.errors import RuleApiPermissionError as RuleApiPermissionError
 from pysandboxes.errors import RuleFileNotFoundError as RuleFileNotFoundError
 from pysandboxes.errors import RuleModuleNotFoundError as RuleModuleNotFoundError
 from pysandboxes.errors import RulePermissionError as RulePermissionError
+from pysandboxes.errors import RuleResultRefusedError as RuleResultRefusedError
 from pysandboxes.errors import RuleSocketConnectionRefusedError as RuleSocketConnectionRefusedError
 from pysandboxes.errors import SandboxCrashed as SandboxCrashed
 from pysandboxes.errors import SandBoxError as SandBoxError
@@ -43,6 +44,7 @@ __all__ = [
     "RuleFileNotFoundError",
     "RuleModuleNotFoundError",
     "RulePermissionError",
+    "RuleResultRefusedError",
     "RuleSocketConnectionRefusedError",
     "SandBoxError",
     "SandboxCrashed",

@@ -13,6 +13,8 @@ code keep working, and ``except SandBoxError`` catches every one of ours::
         ├── RuleModuleNotFoundError         + ModuleNotFoundError: python-import= refused it
         ├── RuleApiPermissionError          + PermissionError: python-api= refused the call
         ├── OSLayerUnavailable              the kernel layer could not be applied
+        ├── RuleResultRefusedError          + TypeError: partial mode: a result that is not
+        │                                     a value remote-result-mode= allows, or too large
         ├── SandboxCrashed                  partial mode: the child ended during the call
         └── RemoteError                     partial mode: a sandboxed function raised an
                                             exception whose class is not rebuilt here
@@ -44,6 +46,7 @@ __all__ = [
     "RuleFileNotFoundError",
     "RuleModuleNotFoundError",
     "RulePermissionError",
+    "RuleResultRefusedError",
     "RuleSocketConnectionRefusedError",
     "SandBoxError",
     "SandboxCrashed",
@@ -227,6 +230,15 @@ class OSLayerUnavailable(SandBoxError):
 
 def _rebuild_unavailable(message: str, provider: str) -> OSLayerUnavailable:
     return OSLayerUnavailable(message, provider=provider)
+
+
+class RuleResultRefusedError(SandBoxError, TypeError):
+    """Partial mode: what a sandboxed function returned is not rebuilt in the caller.
+
+    Its class is not a value ``remote-result-mode=`` allows (the message names it and the
+    rule that would), it is nested too deep or too large, or the reply is over
+    ``sandboxes(result_limit=...)``. Nothing of it ran in the caller.
+    """
 
 
 class SandboxCrashed(SandBoxError):

@@ -14,7 +14,7 @@ import os
 import sys
 import sysconfig
 
-from pysandboxes.errors import SandBoxError
+from pysandboxes.errors import RuleResultRefusedError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,12 +23,8 @@ if TYPE_CHECKING:
     from pysandboxes._policy.model import Policy
 
 
-class ResultRefused(SandBoxError, TypeError):
-    """The child's result is not one the rules let the caller rebuild."""
-
-
 def decode_result(data: bytes, policy: Policy | None) -> Any:
-    """Decode a result; raise ``ResultRefused`` naming what was refused and the rule."""
+    """Decode a result; raise ``RuleResultRefusedError`` naming what was refused and the rule."""
     from pysandboxes._wire.codec import RefusedValue, decode_value
 
     setting = policy.remote_result_mode if policy is not None else None
@@ -38,8 +34,10 @@ def decode_result(data: bytes, policy: Policy | None) -> Any:
     except RefusedValue as exc:
         what = str(exc)
         if objects or "." not in what or " " in what:
-            raise ResultRefused(f"the sandboxed function's result was refused: {what}") from None
-        raise ResultRefused(
+            raise RuleResultRefusedError(
+                f"the sandboxed function's result was refused: {what}"
+            ) from None
+        raise RuleResultRefusedError(
             f"the sandboxed function returned a {what}, which is not a value "
             "(remote-result-mode=values): return plain data, or add "
             "remote-result-mode=objects to the rules to rebuild the application's own classes"

@@ -24,7 +24,7 @@ import sys
 import threading
 
 from pysandboxes._wire import frames
-from pysandboxes.errors import SandboxCrashed, SandBoxError
+from pysandboxes.errors import RuleResultRefusedError, SandboxCrashed, SandBoxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from pysandboxes._wire.spec import LaunchSpec
 
 _CRASHED = -1  # a waiter's item: the child ended (payload: the exception)
+_TOO_LARGE = -2  # a waiter's item: the reply was over the limit (and dropped)
 _START_TIMEOUT = 60.0
 
 
@@ -142,6 +143,8 @@ class Child:
                 kind, call_id, payload = frame
                 if kind not in frames.FROM_CHILD:
                     break  # a broken protocol: the child is not trusted further
+                if payload is None:
+                    kind, payload = _TOO_LARGE, bytearray()
                 if call_id == 0:
                     if kind == frames.READY:
                         self._ready.set()
@@ -151,10 +154,10 @@ class Child:
                 waiter = self._waiters.get(call_id)
                 if waiter is None:
                     continue  # output of a call nobody waits for any more
-                if kind in (frames.RESULT, frames.RAISED, frames.READY):
+                if kind in (frames.RESULT, frames.RAISED, frames.READY, _TOO_LARGE):
                     del self._waiters[call_id]
                 waiter.put((kind, payload))
-        except (OSError, frames.FrameError) as exc:
+        except OSError as exc:
             self._startup += f"\n{exc}".encode()
         self._end()
 
@@ -285,6 +288,11 @@ def _outcome(kind: int, data: Any, decode: Callable[[bytes], Any]) -> tuple[bool
         return True, None
     if kind == _CRASHED:
         return False, data
+    if kind == _TOO_LARGE:
+        return False, RuleResultRefusedError(
+            "the sandboxed function's reply was larger than sandboxes(result_limit=...) "
+            "and was dropped; return less, or raise the limit"
+        )
     from pysandboxes._host.remote import rebuild
     from pysandboxes._wire.codec import RefusedValue, decode_value
 

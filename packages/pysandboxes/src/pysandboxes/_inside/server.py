@@ -78,12 +78,12 @@ class Server:
         while True:
             try:
                 frame = frames.receive(self.sock, _LIMIT)
-            except (OSError, frames.FrameError):
+            except OSError:
                 frame = None
             if frame is None:
                 return
             kind, call_id, payload = frame
-            if kind in (frames.CALL, frames.INIT):
+            if payload is not None and kind in (frames.CALL, frames.INIT):
                 self.work.put((kind, call_id, payload))
 
     def _work(self) -> None:
