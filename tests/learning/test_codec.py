@@ -2,14 +2,8 @@
 
 from __future__ import annotations
 
-from pysandboxes._wire.codec import (
-    MAX_EVENTS,
-    MAX_LINE,
-    Event,
-    decode_event,
-    decode_events,
-    encode_event,
-)
+from pysandboxes._wire.codec import decode_event, decode_events
+from pysandboxes._wire.events import MAX_EVENTS, MAX_LINE, Event, encode_event
 
 
 def test_events_round_trip_one_line_each() -> None:

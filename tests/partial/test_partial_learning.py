@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import App  # type: ignore[import-not-found]
+from partiallab import App  # type: ignore[import-not-found]
 
 TOOLS = """
     import os

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import App  # type: ignore[import-not-found]
+from partiallab import App  # type: ignore[import-not-found]
+
 from listener import Listener  # type: ignore[import-not-found]
 
 TOOLS = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import App  # type: ignore[import-not-found]
+from partiallab import App  # type: ignore[import-not-found]
 
 RULES = "python-import=os\npython-import=time\npython-import=asyncio\n"
 
