@@ -7,6 +7,7 @@ else: the greeting is read, the token is not there, and listing ~/.ssh is refuse
 import os
 
 import tools
+
 from pysandboxes import SandBoxError, sandboxes
 
 os.environ["DEMO_API_TOKEN"] = "tok-123"  # the application's own secret
