@@ -247,9 +247,31 @@ def test_config_error_on_a_terminal_shows_the_line(python_sb: str, project: Path
         screen = plain_screen(terminal.read_until(r"env=A=1"))
     finally:
         terminal.close()
+    assert "Syntax error in config files." in screen
     assert ".py-sandboxes(2): unknown key 'bogus-key'" in screen
     assert "→    2 │ bogus-key=1" in screen
     assert "ran" not in screen
+
+
+def test_a_start_up_refusal_has_its_own_heading(sb: Runner, python_sb: str, project: Path) -> None:
+    # The rules read well, but a writable rule over this interpreter's own site-packages
+    # would let the sandbox plant code for the next run: not a syntax error.
+    (project / ".py-sandboxes").write_text(f"expose-ro=.\nexpose-rw={sys.prefix}\n")
+    result = sb("-c", "print('ran')")
+    assert result.returncode == 255
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Refused at start-up: the rules cannot be used as they are."
+    assert lines[1].startswith(f"  .py-sandboxes(2): 'expose-rw={sys.prefix}' lets the sandbox")
+    assert "where python-sb's own interpreter loads code from" in lines[1]
+    assert "Syntax error" not in result.stderr
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    terminal = Terminal([python_sb, "-c", "print('ran')"], project, env)
+    try:
+        screen = plain_screen(terminal.read_until(rf"→    2 │ expose-rw={re.escape(sys.prefix)}"))
+    finally:
+        terminal.close()
+    assert "Refused at start-up: the rules cannot be used as they are." in screen
+    assert "Syntax error" not in screen
 
 
 def test_the_banner_names_the_kernel_provider() -> None:

@@ -17,6 +17,7 @@ A folder says which side of the wall its code runs on; imports only go down this
 from pysandboxes._api import enforcement_report as enforcement_report
 from pysandboxes._mode import is_in_sandbox as is_in_sandbox
 from pysandboxes._version import __version__ as __version__
+from pysandboxes.errors import ConfigRefusedError as ConfigRefusedError
 from pysandboxes.errors import ConfigSyntaxError as ConfigSyntaxError
 from pysandboxes.errors import OSLayerUnavailable as OSLayerUnavailable
 from pysandboxes.errors import RuleApiPermissionError as RuleApiPermissionError
@@ -28,6 +29,7 @@ from pysandboxes.errors import SandBoxError as SandBoxError
 from pysandboxes.errors import sandbox_denials as sandbox_denials
 
 __all__ = [
+    "ConfigRefusedError",
     "ConfigSyntaxError",
     "OSLayerUnavailable",
     "RuleApiPermissionError",

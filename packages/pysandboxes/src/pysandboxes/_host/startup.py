@@ -14,7 +14,7 @@ import os
 import sys
 
 from pysandboxes._policy.view import within
-from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
+from pysandboxes.errors import ConfigIssue, ConfigRefusedError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def refuse_planted_code(
     """Refuse rules that let the sandbox plant code for the next run (see the module
     docstring); ``sandboxed``: whether this run is one (a learning run or ``none`` has no
     walls to keep, but its loader variables still load before Python). Raises
-    ``ConfigSyntaxError`` with every such rule."""
+    ``ConfigRefusedError`` with every such rule."""
     issues = _launcher_issues(policy) if sandboxed else []
     for name in LOADER_VARIABLES:
         value = child_env.get(name, "")
@@ -175,7 +175,7 @@ def refuse_planted_code(
                 )
                 break
     if issues:
-        raise ConfigSyntaxError(issues)
+        raise ConfigRefusedError(issues)
 
 
 def startup_flags(
