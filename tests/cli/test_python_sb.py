@@ -280,6 +280,9 @@ def test_the_banner_names_the_kernel_provider() -> None:
     assert "and by the os-sandbox='landlock'" in banner(".py-sandboxes", provider="landlock")
     assert "by the Python layer alone" in banner(".py-sandboxes", provider="subprocess")
     assert "NOT SANDBOXED" in banner(".py-sandboxes", provider="none")
+    alone = banner(".py-sandboxes", provider="landlock", python_layer=False)
+    assert "by the os-sandbox='landlock' alone (py-sandbox=false: no Python layer)" in alone
+    assert "NOT SANDBOXED" in banner(".py-sandboxes", python_layer=False)
 
 
 def test_a_learning_session_says_it_learns(python_sb: str, project: Path) -> None:

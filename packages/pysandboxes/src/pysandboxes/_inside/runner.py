@@ -169,6 +169,7 @@ session: dict[str, str | None] = {
     "tempdir": None,
     "provider": "subprocess",
     "learning": None,
+    "python_layer": "yes",
 }
 
 
@@ -192,4 +193,5 @@ def interact(namespace: dict[str, object]) -> None:
         session["tempdir"],
         session["provider"] or "subprocess",
         learning=bool(session["learning"]),
+        python_layer=bool(session["python_layer"]),
     )
