@@ -239,6 +239,26 @@ def test_session_without_ipython(wheels_dir: Path, project: Path, tmp_path: Path
     assert "open(path, flags, mode=511, *, dir_fd=None)" in screen
 
 
+def test_a_refusal_at_the_standard_prompt_shows_no_guard_frame(
+    python_sb: str, project: Path
+) -> None:
+    # -S: no site directory, so no IPython: the standard console prints the error.
+    rules(project)
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    terminal = Terminal([python_sb, "-S"], project, env)
+    try:
+        terminal.read_until("⚠ >>> ")
+        terminal.type("open('/etc/shadow')")
+        screen = plain_screen(terminal.read_until(r"to allow it\.\n⚠ >>> "))
+    finally:
+        terminal.close()
+    assert "IPython" not in screen
+    assert 'File "<console>", line 1, in <module>' in screen
+    assert "RuleFileNotFoundError: Reading '/etc/shadow' is refused" in screen
+    assert "pysandboxes/" not in screen
+    assert "<pysandboxes" not in screen
+
+
 def test_config_error_on_a_terminal_shows_the_line(python_sb: str, project: Path) -> None:
     (project / ".py-sandboxes").write_text("expose-ro=.\nbogus-key=1\nenv=A=1\n")
     env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}

@@ -14,7 +14,7 @@ import runpy  # here, not in run(): run's own imports are charged to the program
 import sys
 
 from pysandboxes._inside.repl import PS1, PS2
-from pysandboxes._inside.tracebacks import user_traceback
+from pysandboxes._inside.tracebacks import prompt_excepthook, user_traceback
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -125,6 +125,10 @@ def run(program: Program, code: CodeType | None) -> None:
         raise
     except BaseException as exc:
         report(exc)
+    # -i: CPython's prompt follows, and its C display would print the guards' frames.
+    prompt = sys.flags.inspect and program.kind != "repl" and session["python_layer"]
+    if prompt and sys.excepthook is sys.__excepthook__:
+        sys.excepthook = prompt_excepthook
 
 
 def compile_program(program: Program) -> CodeType | None:
