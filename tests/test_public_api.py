@@ -13,6 +13,7 @@ import pysandboxes
 from pysandboxes import errors
 
 PUBLIC = [
+    "ConfigRefusedError",
     "ConfigSyntaxError",
     "OSLayerUnavailable",
     "RemoteError",
@@ -71,6 +72,7 @@ REFUSALS = [
     errors.RuleModuleNotFoundError("Module named 'csv' is not allowed by a rule", name="csv"),
     errors.RuleApiPermissionError("os.system() is denied", qualname="os.system", category="x"),
     errors.ConfigSyntaxError([errors.ConfigIssue(".py-sandboxes", 3, "bad")]),
+    errors.ConfigRefusedError([errors.ConfigIssue(".py-sandboxes", 2, "writes the venv")]),
     errors.SandboxCrashed("the sandboxed process ended with exit status 3", exitcode=3),
 ]
 
@@ -92,7 +94,11 @@ BUILTIN_TWIN = {
 }
 
 
-@pytest.mark.parametrize("exc", REFUSALS[:-2], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "exc",
+    [e for e in REFUSALS if type(e) in BUILTIN_TWIN],
+    ids=lambda e: type(e).__name__,
+)
 def test_refusals_are_also_the_builtin_failure(exc: BaseException) -> None:
     assert isinstance(exc, errors.SandBoxError)
     assert isinstance(exc, BUILTIN_TWIN[type(exc)])
@@ -114,6 +120,18 @@ def test_config_error_lists_every_issue_sorted() -> None:
         "  a(9): first",
         "  b(2): second",
     ]
+
+
+def test_a_refusal_at_start_up_has_its_own_heading() -> None:
+    # Rules that read well but are refused are no syntax error; still caught as one.
+    issue = errors.ConfigIssue(".py-sandboxes", 2, "'expose-rw=.venv' lets the sandbox write")
+    exc = errors.ConfigRefusedError([issue])
+    assert isinstance(exc, errors.ConfigSyntaxError)
+    assert str(exc).splitlines() == [
+        "Refused at start-up: the rules cannot be used as they are.",
+        "  .py-sandboxes(2): 'expose-rw=.venv' lets the sandbox write",
+    ]
+    assert pysandboxes.sandbox_denials(exc) == []
 
 
 def test_sandbox_denials_walks_causes_contexts_and_groups() -> None:

@@ -239,6 +239,26 @@ def test_session_without_ipython(wheels_dir: Path, project: Path, tmp_path: Path
     assert "open(path, flags, mode=511, *, dir_fd=None)" in screen
 
 
+def test_a_refusal_at_the_standard_prompt_shows_no_guard_frame(
+    python_sb: str, project: Path
+) -> None:
+    # -S: no site directory, so no IPython: the standard console prints the error.
+    rules(project)
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    terminal = Terminal([python_sb, "-S"], project, env)
+    try:
+        terminal.read_until("⚠ >>> ")
+        terminal.type("open('/etc/shadow')")
+        screen = plain_screen(terminal.read_until(r"to allow it\.\n⚠ >>> "))
+    finally:
+        terminal.close()
+    assert "IPython" not in screen
+    assert 'File "<console>", line 1, in <module>' in screen
+    assert "RuleFileNotFoundError: Reading '/etc/shadow' is refused" in screen
+    assert "pysandboxes/" not in screen
+    assert "<pysandboxes" not in screen
+
+
 def test_config_error_on_a_terminal_shows_the_line(python_sb: str, project: Path) -> None:
     (project / ".py-sandboxes").write_text("expose-ro=.\nbogus-key=1\nenv=A=1\n")
     env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
@@ -247,9 +267,31 @@ def test_config_error_on_a_terminal_shows_the_line(python_sb: str, project: Path
         screen = plain_screen(terminal.read_until(r"env=A=1"))
     finally:
         terminal.close()
+    assert "Syntax error in config files." in screen
     assert ".py-sandboxes(2): unknown key 'bogus-key'" in screen
     assert "→    2 │ bogus-key=1" in screen
     assert "ran" not in screen
+
+
+def test_a_start_up_refusal_has_its_own_heading(sb: Runner, python_sb: str, project: Path) -> None:
+    # The rules read well, but a writable rule over this interpreter's own site-packages
+    # would let the sandbox plant code for the next run: not a syntax error.
+    (project / ".py-sandboxes").write_text(f"expose-ro=.\nexpose-rw={sys.prefix}\n")
+    result = sb("-c", "print('ran')")
+    assert result.returncode == 255
+    lines = result.stderr.splitlines()
+    assert lines[0] == "Refused at start-up: the rules cannot be used as they are."
+    assert lines[1].startswith(f"  .py-sandboxes(2): 'expose-rw={sys.prefix}' lets the sandbox")
+    assert "where python-sb's own interpreter loads code from" in lines[1]
+    assert "Syntax error" not in result.stderr
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    terminal = Terminal([python_sb, "-c", "print('ran')"], project, env)
+    try:
+        screen = plain_screen(terminal.read_until(rf"→    2 │ expose-rw={re.escape(sys.prefix)}"))
+    finally:
+        terminal.close()
+    assert "Refused at start-up: the rules cannot be used as they are." in screen
+    assert "Syntax error" not in screen
 
 
 def test_the_banner_names_the_kernel_provider() -> None:
@@ -258,6 +300,9 @@ def test_the_banner_names_the_kernel_provider() -> None:
     assert "and by the os-sandbox='landlock'" in banner(".py-sandboxes", provider="landlock")
     assert "by the Python layer alone" in banner(".py-sandboxes", provider="subprocess")
     assert "NOT SANDBOXED" in banner(".py-sandboxes", provider="none")
+    alone = banner(".py-sandboxes", provider="landlock", python_layer=False)
+    assert "by the os-sandbox='landlock' alone (py-sandbox=false: no Python layer)" in alone
+    assert "NOT SANDBOXED" in banner(".py-sandboxes", python_layer=False)
 
 
 def test_a_learning_session_says_it_learns(python_sb: str, project: Path) -> None:

@@ -17,6 +17,7 @@ A folder says which side of the wall its code runs on; imports only go down this
 from pysandboxes._api.report import enforcement_report as enforcement_report
 from pysandboxes._mode import is_in_sandbox as is_in_sandbox
 from pysandboxes._version import __version__ as __version__
+from pysandboxes.errors import ConfigRefusedError as ConfigRefusedError
 from pysandboxes.errors import ConfigSyntaxError as ConfigSyntaxError
 from pysandboxes.errors import OSLayerUnavailable as OSLayerUnavailable
 from pysandboxes.errors import RemoteError as RemoteError
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from pysandboxes._api.partial import sandboxes as sandboxes
 
 __all__ = [
+    "ConfigRefusedError",
     "ConfigSyntaxError",
     "OSLayerUnavailable",
     "RemoteError",

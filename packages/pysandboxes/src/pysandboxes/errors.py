@@ -7,6 +7,7 @@ code keep working, and ``except SandBoxError`` catches every one of ours::
     RuntimeError
     └── SandBoxError                        anything Py-Sandboxes raises
         ├── ConfigSyntaxError               the rules cannot be used (every problem at once)
+        │   └── ConfigRefusedError          they read well, but are refused at start-up
         ├── RuleFileNotFoundError           + FileNotFoundError: path not exposed, or ignored
         ├── RulePermissionError             + PermissionError: write to read-only, protected file
         ├── RuleSocketConnectionRefusedError + ConnectionRefusedError: net= refused it
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConfigIssue",
+    "ConfigRefusedError",
     "ConfigSyntaxError",
     "OSLayerUnavailable",
     "RemoteError",
@@ -89,13 +91,15 @@ class ConfigSyntaxError(SandBoxError):
     """
 
     errors: tuple[ConfigIssue, ...]
+    #: The line shown above the problems.
+    heading = "Syntax error in config files."
 
     def __init__(self, errors: Sequence[ConfigIssue]) -> None:
         self.errors = tuple(sorted(errors, key=lambda e: (e.source, e.line)))
         super().__init__(self._render())
 
     def _render(self) -> str:
-        lines = ["Syntax error in config files."]
+        lines = [self.heading]
         lines.extend(f"  {issue}" for issue in self.errors)
         return "\n".join(lines)
 
@@ -104,6 +108,20 @@ class ConfigSyntaxError(SandBoxError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.errors,))
+
+
+class ConfigRefusedError(ConfigSyntaxError):
+    """The rules read well, but are refused at start-up, as they are. Raised before
+    anything runs.
+
+    Each problem names the rule and why: a writable rule over a place where code is loaded
+    from before the walls (the sandbox would plant code for the next run), or over a rule
+    file nothing else keeps read-only (it would rewrite its own rules), or a request a
+    ``learn=false`` lock forbids. It is a ``ConfigSyntaxError`` (the same exit status
+    255), under a heading of its own.
+    """
+
+    heading = "Refused at start-up: the rules cannot be used as they are."
 
 
 class _Refusal(SandBoxError):

@@ -1,5 +1,8 @@
 """How ``python-sb`` shows a configuration error: every problem, with its line.
 
+Under the error's own heading: a syntax error, or a refusal at start-up of rules that
+read well but would open a way around the sandbox.
+
 On a terminal each problem comes with an excerpt of the rule file and the offending line
 marked (rich); on a pipe, the plain ``file(line): message`` lines, one per problem.
 """
@@ -23,7 +26,7 @@ def report(exc: ConfigSyntaxError) -> None:
     from rich.text import Text
 
     console = Console(stderr=True)
-    console.print(Text("Syntax error in config files.", style="bold red"))
+    console.print(Text(exc.heading, style="bold red"))  # a start-up refusal has its own
     for issue in exc.errors:
         console.print(Text(str(issue), style="red"))
         for number, line in _excerpt(issue.source, issue.line):

@@ -39,6 +39,7 @@ from pysandboxes._policy.parser import parse_policy
 from pysandboxes._record import record
 from pysandboxes._wire.spec import (
     BOOT,
+    KERNEL_LAYERED,
     PYCACHE_OPTION,
     WRAPPING,
     LaunchSpec,
@@ -174,6 +175,13 @@ def build_spec(
         protected.append(policy.learn.value)
     if output is not None:
         protected.append(output)
+    # The walls: a kernel layer, or the Python layer unless py-sandbox=false turns it off.
+    layers = selection.provider in KERNEL_LAYERED or (
+        policy.python_layer and selection.provider != "none"
+    )
+    walls = learning is None and layers
+    if learning is None and not layers and not policy.python_layer:
+        _say_no_sandbox(policy, selection.provider)  # py-sandbox=false left no layer at all
     tempdir = make_private_dir()
     try:
         refuse_planted_code(
@@ -181,7 +189,9 @@ def build_spec(
             child_env,
             tempdir,
             cwd,
-            sandboxed=learning is None and selection.provider != "none",
+            sandboxed=walls,
+            # Only the Python layer keeps a rule file read-only inside a writable exposure.
+            rule_files=protected if not policy.python_layer else (),
         )
     except ConfigSyntaxError:
         remove_tree(tempdir)
@@ -202,6 +212,17 @@ def build_spec(
         startup_flags=startup_flags(request.python_flags, policy, child_env, tempdir),
     )
     return spec, child_env, learning
+
+
+def _say_no_sandbox(policy: Policy, provider: str) -> None:
+    """Say it when no layer is left: the rules are then enforced by nothing at all."""
+    setting = policy.py_sandbox
+    where = f" ({setting.origin.where})" if setting is not None else ""
+    print(
+        f"python-sb: NOT SANDBOXED: py-sandbox=false{where} and os-sandbox='{provider}' "
+        "leave no layer to enforce the rules; only the environment is filtered.",
+        file=sys.stderr,
+    )
 
 
 def keep_only_standard_streams(keep: set[int]) -> None:

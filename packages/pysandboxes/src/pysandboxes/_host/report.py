@@ -73,7 +73,7 @@ class LayerReport:
 class _Host:
     """What the chosen provider's kernel layer covers, by concern."""
 
-    def __init__(self, provider: str, abi: int) -> None:
+    def __init__(self, provider: str, abi: int, python_layer: bool = True) -> None:
         self.provider = provider
         namespaces = provider in ("bwrap", "unshare")
         # bwrap and unshare apply Landlock inside their namespaces too.
@@ -89,10 +89,11 @@ class _Host:
         self.no_network = (
             "network namespace" if provider != "subprocess" and (namespaces or landlock) else NO
         )
-        self.python = provider != "none"
+        self.python = provider != "none" and python_layer
         from pysandboxes._kernel.seccomp import unavailable_reason
 
         kernel_layer = provider in ("landlock", "bwrap", "unshare")
+        self.kernel_layer = kernel_layer
         self.seccomp = "seccomp filter" if kernel_layer and not unavailable_reason() else NO
 
 
@@ -101,8 +102,12 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
     from pysandboxes._host.select import DESCRIPTIONS
     from pysandboxes._policy.confinement import may_start_programs, tcp_ports
 
-    host = _Host(selection.provider, abi)
+    host = _Host(selection.provider, abi, policy.python_layer)
     python = PYTHON if host.python else NO
+    # What only the Python layer enforces; py-sandbox=false turns it off.
+    only = (
+        "the Python layer's only" if policy.python_layer else "not enforced with py-sandbox=false"
+    )
     rows: list[LayerRow] = []
 
     def add(origin: Origin, python_part: str, kernel: str, note: str = "") -> None:
@@ -110,13 +115,14 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
 
     for rule in policy.expose:
         kernel = host.files
-        add(rule.origin, python, kernel, "" if kernel else "files are the Python layer's only")
+        add(rule.origin, python, kernel, "" if kernel else f"files are {only}")
     for rule in policy.ignore:
         add(
             rule.origin,
             python,
             NO,
-            "a kernel layer only adds rights: inside an exposed directory, native code can "
+            ("" if policy.python_layer else f"{only}: ")
+            + "a kernel layer only adds rights: inside an exposed directory, native code can "
             "still read an ignored path",
         )
     for rule in (*policy.env, *policy.unenv):
@@ -129,19 +135,19 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
     network_allowed = any(rule.allow for rule in policy.net)
     connect_ports = tcp_ports(policy.net, "OUT")
     for rule in policy.net:
-        add(rule.origin, python, *_net_kernel(rule, host, connect_ports))
+        add(rule.origin, python, *_net_kernel(rule, host, connect_ports, only))
     if not network_allowed and host.no_network:
         rows.append(LayerRow("-", "no net= rule allows anything", python, host.no_network, ""))
     for rule in policy.imports:
-        add(rule.origin, python, NO, "imports are the Python layer's only")
+        add(rule.origin, python, NO, f"imports are {only}")
     starts_programs = may_start_programs(policy)
     for rule in policy.api:
-        kernel, note = NO, "sensitive calls are the Python layer's only"
+        kernel, note = NO, f"sensitive calls are {only}"
         if host.exec and not starts_programs:
             kernel, note = host.exec, "no program may be started: the kernel refuses execve"
         add(rule.origin, python, kernel, note)
     for rule in policy.eval:
-        add(rule.origin, python, NO, "the eval-* sub-language is the Python layer's only")
+        add(rule.origin, python, NO, f"the eval-* sub-language is {only}")
     if not policy.api and host.exec:
         rows.append(LayerRow("-", "no program may be started", python, host.exec, ""))
     rows.append(
@@ -189,29 +195,39 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
             "the rule files cannot be changed",
             python,
             host.files,
-            "inside a read-write exposure only the Python layer protects them"
-            if host.files
-            else "",
+            ("" if policy.python_layer else only)
+            if not host.files
+            else "inside a read-write exposure only the Python layer protects them"
+            if policy.python_layer
+            else "py-sandbox=false: a writable rule over them is refused at start-up",
         )
     )
     detail = DESCRIPTIONS[selection.provider]
     if selection.provider == "landlock":
         detail += f" (ABI {abi} on this kernel)"
+    if not policy.python_layer:
+        detail = (
+            f"{detail}; py-sandbox=false: the Python layer is off, the kernel layer alone "
+            "enforces the rules"
+            if host.kernel_layer
+            else "NOT SANDBOXED: py-sandbox=false and no kernel layer leave no layer; only "
+            "the environment is filtered"
+        )
     return LayerReport(
         selection.provider, selection.source, detail, selection.passed_over, tuple(rows)
     )
 
 
 def _net_kernel(
-    rule: NetRule, host: _Host, connect_ports: tuple[int, ...] | None
+    rule: NetRule, host: _Host, connect_ports: tuple[int, ...] | None, only: str
 ) -> tuple[str, str]:
     if not rule.allow:
-        return NO, "DENY rules are the Python layer's only (a kernel layer only adds rights)"
+        return NO, f"DENY rules are {only} (a kernel layer only adds rights)"
     if "tcp" not in rule.protos:
-        return NO, "UDP is the Python layer's only while some network is allowed"
+        return NO, f"UDP is {only} while some network is allowed"
     if host.ports and connect_ports is not None:
-        return host.ports, "hosts and addresses are the Python layer's only"
-    return NO, "any TCP port: hosts and ports are the Python layer's only"
+        return host.ports, f"hosts and addresses are {only}"
+    return NO, f"any TCP port: hosts and ports are {only}"
 
 
 def _unix_sockets_row(policy: Policy, host: _Host) -> LayerRow:

@@ -5,7 +5,8 @@ where no rule holds: a library named by ``LD_PRELOAD`` before Python starts, a `
 file of the user's site before the guards, a module or ``.pth`` file where python-sb's own
 interpreter imports from in the trusted launcher and waiter. Rules that would let the
 sandbox write there are refused before anything starts (or, for the user's site, that
-site is not read).
+site is not read). So are, with ``py-sandbox=false``, rules that let it rewrite a rule
+file, which rules the next run: only the Python layer keeps those read-only.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import sys
 
 from pysandboxes._policy.view import within
-from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
+from pysandboxes.errors import ConfigIssue, ConfigRefusedError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -150,12 +151,16 @@ def refuse_planted_code(
     cwd: str,
     *,
     sandboxed: bool = True,
+    rule_files: Iterable[str] = (),
 ) -> None:
     """Refuse rules that let the sandbox plant code for the next run (see the module
     docstring); ``sandboxed``: whether this run is one (a learning run or ``none`` has no
-    walls to keep, but its loader variables still load before Python). Raises
-    ``ConfigSyntaxError`` with every such rule."""
+    walls to keep, but its loader variables still load before Python). ``rule_files``:
+    the files that would rule the next run, when no Python layer keeps them read-only
+    (``py-sandbox=false``). Raises ``ConfigRefusedError`` with every such rule."""
     issues = _launcher_issues(policy) if sandboxed else []
+    if sandboxed:
+        issues += _rule_file_issues(policy, rule_files)
     for name in LOADER_VARIABLES:
         value = child_env.get(name, "")
         for part in _loader_places(name, value, cwd):
@@ -175,7 +180,30 @@ def refuse_planted_code(
                 )
                 break
     if issues:
-        raise ConfigSyntaxError(issues)
+        raise ConfigRefusedError(issues)
+
+
+def _rule_file_issues(policy: Policy, rule_files: Iterable[str]) -> list[ConfigIssue]:
+    """Each writable rule over a rule file: only the Python layer keeps one read-only
+    inside a writable exposure (Landlock cannot take a file back from a writable tree),
+    and a rule file the sandbox rewrote would rule the next run."""
+    issues: list[ConfigIssue] = []
+    for path in dict.fromkeys(rule_files):  # the rule file is also a searched place
+        real = os.path.realpath(path)
+        rule = next((r for r in policy.expose if r.writable and within(real, r.path)), None)
+        if rule is None:
+            continue
+        issues.append(
+            ConfigIssue(
+                rule.origin.source,
+                rule.origin.line,
+                f"'{rule.origin.text}' lets the sandbox write '{path}', which rules the next "
+                "run, and py-sandbox=false turns off the Python layer, the only one that "
+                "keeps it read-only: keep py-sandbox=true, or expose only the directories "
+                "the program writes (expose-rw=./data)",
+            )
+        )
+    return issues
 
 
 def startup_flags(

@@ -1,7 +1,8 @@
 """Standard modules adjusted when the program first imports them.
 
-``tempfile`` gets the sandbox's private directory; ``sqlite3.connect`` tells the file
-guard exactly which files it opens; ``socket.socket.listen`` reports the bind it makes on
+``tempfile`` gets the sandbox's private directory; ``traceback`` and ``threading`` leave
+the guards' frames out of what they print; ``sqlite3.connect`` tells the file guard
+exactly which files it opens; ``socket.socket.listen`` reports the bind it makes on
 a socket never bound; an AF_UNIX socket or a semaphore the kernel layer refuses says
 which rule would allow it. The wrappers act for their caller (learning charges what they
 do to the code that called them). Nothing is imported ahead of the program.
@@ -13,6 +14,7 @@ import errno
 import os
 import sys
 
+from pysandboxes._inside.tracebacks import leave_out_own_frames, threads_print_without_own_frames
 from pysandboxes.errors import RulePermissionError
 
 TYPE_CHECKING = False
@@ -21,26 +23,34 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def adjust_on_import(tempdir: str | None, rule_file: str = ".py-sandboxes") -> None:
-    """Adjust two standard modules when the program first imports them.
+def adjust_on_import(
+    tempdir: str | None, rule_file: str = ".py-sandboxes", *, python_layer: bool = True
+) -> None:
+    """Adjust standard modules when the program first imports them.
 
     ``tempfile`` gets the sandbox's private directory (``TMPDIR`` is not set: the
-    program sees exactly the variables its rules produce). ``sqlite3.connect`` converts a
-    path object once, before its audit event, so the guard judges the path the database
-    really opens. ``socket.socket.listen`` reports the bind it makes on a socket never
-    bound, and an AF_UNIX socket the kernel layer refuses says why. Nothing is imported
-    ahead of the program.
+    program sees exactly the variables its rules produce). With the Python layer on
+    (``python_layer``): ``traceback`` and ``threading`` print tracebacks without the
+    guards' frames; ``sqlite3.connect`` converts a path object once, before its audit
+    event, so the guard judges the path the database really opens;
+    ``socket.socket.listen`` reports the bind it makes on a socket never bound; an AF_UNIX
+    socket or a semaphore the kernel layer refuses says why. Nothing is imported ahead of
+    the program.
     """
 
     def adjust_socket(module: object) -> None:
         _listen_reports_its_bind(module)
         _unix_sockets_explained(module, rule_file)
 
-    adjustments: dict[str, Callable[[object], None]] = {
-        "sqlite3": _convert_sqlite_paths,
-        "socket": adjust_socket,
-        "multiprocessing.synchronize": lambda module: _semaphores_explained(module, rule_file),
-    }
+    adjustments: dict[str, Callable[[object], None]] = {}
+    if python_layer:  # else the kernel's own refusals show, unexplained
+        adjustments["traceback"] = leave_out_own_frames  # no guard frame in what it prints
+        adjustments["threading"] = threads_print_without_own_frames
+        adjustments["sqlite3"] = _convert_sqlite_paths
+        adjustments["socket"] = adjust_socket
+        adjustments["multiprocessing.synchronize"] = lambda module: _semaphores_explained(
+            module, rule_file
+        )
     if tempdir is not None:
         adjustments["tempfile"] = lambda module: setattr(module, "tempdir", tempdir)
     for name in [n for n in adjustments if n in sys.modules]:

@@ -319,12 +319,19 @@ def main(
     _mode.enter_sandbox()
     from pysandboxes._inside.adjust import adjust_on_import
 
-    adjust_on_import(spec.tempdir, spec.rule_file)
+    # No Python layer under 'none' (no sandbox at all: the banner says so) nor with
+    # py-sandbox=false (the kernel's own refusals show). A learning run still watches
+    # through the hooks, which refuse nothing: it learns by them.
+    python_layer = spec.provider != "none" and (
+        spec.policy.python_layer or spec.learning is not None
+    )
+    adjust_on_import(spec.tempdir, spec.rule_file, python_layer=python_layer)
     _runner.session.update(
         rule_file=spec.rule_file,
         tempdir=spec.tempdir,
         provider=spec.provider,
         learning="yes" if spec.learning is not None else None,
+        python_layer="yes" if python_layer else None,
     )
     program = spec.program
     code = None
@@ -387,11 +394,15 @@ def main(
         from pysandboxes._inside.server import start
 
         serve = start(serving.fd, serving.workers)  # its threads exist before the guards
-    if spec.provider != "none":  # 'none' asks for no sandbox at all; the banner says so
+    judge = None
+    if python_layer:
         judge = install_guards(spec, roots, files)
-        if spec.learning is None:  # a learning run sees everything, as unsandboxed
-            for listing in listings:
-                show_only_exposed(listing, judge)
+    elif spec.provider in ("landlock", "bwrap", "unshare"):  # the walls still hide the rest
+        seen = _exposures(spec.policy, spec.implicit, roots, files)
+        judge = FileJudge(seen, spec.policy.ignore, spec.protected)
+    if judge is not None and spec.learning is None:  # learning sees all, as unsandboxed
+        for listing in listings:
+            show_only_exposed(listing, judge)
     # Only now may the program's directory, the working directory and PYTHONPATH lead
     # imports, and the site module's work run: what they load is judged like the program.
     os.environ.update(dict(spec.deferred_env))

@@ -20,16 +20,29 @@ MARK = "⚠ "
 PS1, PS2 = MARK + ">>> ", MARK + "... "
 
 
-def banner(rule_file: str, *, learning: bool = False, provider: str = "subprocess") -> str:
+def banner(
+    rule_file: str,
+    *,
+    learning: bool = False,
+    provider: str = "subprocess",
+    python_layer: bool = True,
+) -> str:
     """The two lines that open a sandboxed session, and CPython's usual third.
 
     The kernel provider is always named; ``subprocess`` and ``none`` say plainly that no
-    kernel layer stands behind the rules.
+    kernel layer stands behind the rules, and ``py-sandbox=false`` that no Python layer does.
     """
     if provider == "none":
         rules = "**NOT SANDBOXED: os-sandbox='none' runs this session with no guard**"
     elif learning:
         rules = f"**API calls are LEARNED and saved in '{rule_file}' at the end of the session**"
+    elif not python_layer and provider == "subprocess":
+        rules = "**NOT SANDBOXED: py-sandbox=false and os-sandbox='subprocess' leave no layer**"
+    elif not python_layer:
+        rules = (
+            f"**APIs are LIMITED according to the rules in '{rule_file}' "
+            f"by the os-sandbox='{provider}' alone (py-sandbox=false: no Python layer)**"
+        )
     elif provider != "subprocess":
         rules = (
             f"**APIs are LIMITED according to the rules in '{rule_file}' "
@@ -53,10 +66,12 @@ def interact(
     provider: str = "subprocess",
     *,
     learning: bool = False,
+    python_layer: bool = True,
 ) -> None:
     """Run the session in ``namespace`` (the ``__main__`` of the sandbox)."""
     show_banner = sys.stdin.isatty() and sys.stdout.isatty()
-    text = banner(rule_file, learning=learning, provider=provider) if show_banner else ""
+    shown = banner(rule_file, learning=learning, provider=provider, python_layer=python_layer)
+    text = shown if show_banner else ""
     try:
         import IPython
     except ImportError:

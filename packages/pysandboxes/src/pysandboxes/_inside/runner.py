@@ -14,7 +14,7 @@ import runpy  # here, not in run(): run's own imports are charged to the program
 import sys
 
 from pysandboxes._inside.repl import PS1, PS2
-from pysandboxes._inside.tracebacks import user_traceback
+from pysandboxes._inside.tracebacks import prompt_excepthook, user_traceback
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -129,6 +129,10 @@ def run(program: Program, code: CodeType | None, serve: Callable[[], None] | Non
         raise
     except BaseException as exc:
         report(exc)
+    # -i: CPython's prompt follows, and its C display would print the guards' frames.
+    prompt = sys.flags.inspect and program.kind != "repl" and session["python_layer"]
+    if prompt and sys.excepthook is sys.__excepthook__:
+        sys.excepthook = prompt_excepthook
 
 
 def compile_program(program: Program) -> CodeType | None:
@@ -173,6 +177,7 @@ session: dict[str, str | None] = {
     "tempdir": None,
     "provider": "subprocess",
     "learning": None,
+    "python_layer": "yes",
 }
 
 
@@ -196,4 +201,5 @@ def interact(namespace: dict[str, object]) -> None:
         session["tempdir"],
         session["provider"] or "subprocess",
         learning=bool(session["learning"]),
+        python_layer=bool(session["python_layer"]),
     )

@@ -257,6 +257,11 @@ class Policy:
     pins: tuple[tuple[str, tuple[str, ...]], ...] = ()
     warnings: tuple[str, ...] = ()
 
+    @property
+    def python_layer(self) -> bool:
+        """Whether the Python layer is on: ``py-sandbox=`` absent or ``true``."""
+        return self.py_sandbox is None or self.py_sandbox.value
+
 
 @record
 class Verdict:

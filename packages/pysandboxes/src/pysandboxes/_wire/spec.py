@@ -19,6 +19,8 @@ PROGRAM_KINDS = ("script", "module", "command", "stdin", "repl", "serve")
 #: Providers that start the interpreter through a program of their own (a mount view and
 #: namespaces made before it runs): the child knows it is namespaced by its spec alone.
 WRAPPING = ("bwrap", "unshare")
+#: Providers with a kernel layer: Landlock and the seccomp filter (in namespaces too).
+KERNEL_LAYERED = ("landlock", *WRAPPING)
 
 #: The code the trusted side gives ``python -c``. The child starts without the variables
 #: that run code at start-up (see ``deferred_env``), and this code takes the working

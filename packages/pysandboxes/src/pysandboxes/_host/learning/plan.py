@@ -20,7 +20,7 @@ import sys
 from pysandboxes._policy.globs import name_matches
 from pysandboxes._record import record
 from pysandboxes._wire.spec import LearnSpec
-from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
+from pysandboxes.errors import ConfigIssue, ConfigRefusedError, ConfigSyntaxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -179,14 +179,14 @@ def learning_output(
     rule set, deliberately: such a run enforces them rather than learning.
 
     Raises:
-        ConfigSyntaxError: ``--learn`` under a ``learn=false`` lock, or into a directory
-            that does not exist.
+        ConfigRefusedError: ``--learn`` under a ``learn=false`` lock.
+        ConfigSyntaxError: ``--learn`` into a directory that does not exist.
     """
     lock = policy.learn_lock
     if learn is not None:
         if lock is not None:
             message = f"learning is locked by learn=false, but requested by --learn={learn}"
-            raise ConfigSyntaxError([ConfigIssue(lock.source, lock.line, message)])
+            raise ConfigRefusedError([ConfigIssue(lock.source, lock.line, message)])
         if not learn:
             return found.path or found.default
         path = os.path.normpath(os.path.join(cwd, os.path.expanduser(learn)))
