@@ -25,10 +25,15 @@ from pysandboxes._inside.guards.integrity import IntegrityGuard
 from pysandboxes._inside.guards.network import NetworkGuard
 from pysandboxes._inside.guards.paths import Resolver
 from pysandboxes._inside.guards.sealedcalls import guard_unreported
+from pysandboxes._inside.listings import (
+    list_program_directory,
+    prelisted_finder,
+    show_only_exposed,
+)
+from pysandboxes._inside.walls import apply_kernel_layer, restore_terminal_signals
 from pysandboxes._policy.judge import ApiJudge, FileJudge, ImportJudge, NetJudge
-from pysandboxes._policy.model import Access
 from pysandboxes._policy.view import exposures as _exposures
-from pysandboxes._policy.view import interpreter_roots, module_files, plan_for
+from pysandboxes._policy.view import interpreter_roots, module_files
 from pysandboxes._wire.spec import LaunchSpec, decode
 from pysandboxes.errors import OSLayerUnavailable
 
@@ -36,10 +41,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import CodeType
-    from typing import Any
 
     from pysandboxes._inside.enforce import Enforcer
-    from pysandboxes._policy.plan import AppliedLayer
     from pysandboxes._wire.spec import Program
 
 
@@ -49,128 +52,6 @@ def _read_spec(fd: int) -> LaunchSpec:
         chunks.append(chunk)
     os.close(fd)
     return decode(b"".join(chunks))
-
-
-def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -> AppliedLayer:
-    """Have the kernel enforce the rules on this process and all it starts.
-
-    Under ``landlock``: Landlock, and a network namespace of its own when no ``net=``
-    rule allows anything. Under ``bwrap`` and ``unshare``, the namespaces are made
-    already (by the provider's program, from the trusted side's plan): this drops the
-    capabilities an ``unshare`` user namespace grants, then applies Landlock inside the
-    namespaces too, with the namespace's own ``/proc`` readable. Under all three, a
-    seccomp filter last (see ``_kernel.seccomp``). Where the kernel lacks a part, the
-    returned layer says why. Call it while single-threaded.
-
-    Raises:
-        OSLayerUnavailable: the kernel refused the rules or the capability drop.
-    """
-    from pysandboxes._kernel import landlock
-    from pysandboxes._policy.plan import AppliedLayer, in_namespaces
-    from pysandboxes._wire.spec import WRAPPING
-
-    namespaced = spec.provider in WRAPPING
-    try:
-        if spec.provider == "unshare":
-            from pysandboxes._kernel.unshare import drop_capabilities
-
-            try:
-                drop_capabilities()
-            except OSError as exc:
-                raise OSLayerUnavailable(str(exc.strerror), provider="unshare") from exc
-        from pysandboxes._kernel.keyring import leave_session_keyring
-
-        leave_session_keyring(spec.provider)  # the launching session's keys stay outside
-        also = ("/proc",) if namespaced else ()
-        plan = plan_for(spec.policy, spec.implicit, spec.tempdir, roots, program, also)
-        reason = landlock.unavailable_reason()
-        if reason is not None:
-            layer = AppliedLayer("none", missing=(("landlock", reason),))
-        else:
-            from pysandboxes._kernel.netns import isolate_network
-
-            if not plan.network and not namespaced:
-                isolate_network()  # and IPC (the seccomp filter refuses System V IPC too)
-            layer = landlock.apply(plan)
-        # As root the process would keep root's capabilities, which Landlock does not
-        # mediate (host name, clock, BPF...): give them all up, under every provider.
-        from pysandboxes._kernel.netns import drop_all_capabilities
-
-        drop_all_capabilities()
-        # What Landlock does not mediate (the inherited terminal, the keyrings...).
-        from pysandboxes._kernel.seccomp import add_to
-
-        layer = add_to(layer, plan)
-        return in_namespaces(spec.provider, plan, layer) if namespaced else layer
-    finally:
-        # The binding's ctypes must not stay imported: a cached module skips the import
-        # check that keeps ctypes from a program without a native grant.
-        for name in [n for n in sys.modules if n.partition(".")[0] in ("ctypes", "_ctypes")]:
-            del sys.modules[name]
-
-
-def restore_terminal_signals() -> None:
-    """Undo what the trusted side did for a provider's program: ^C and ^\\ ignored.
-
-    The program in front (bwrap, unshare) shares the terminal's process group and must
-    not die of a ^C meant for the program; ignored signals stay ignored across ``exec``,
-    so this interpreter gets them back as CPython would have set them.
-    """
-    import signal
-
-    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
-        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
-
-
-def list_program_directory(program: Program) -> object | None:
-    """The import system's finder for the program's directory, its listing taken now.
-
-    The directory joins ``sys.path`` after the kernel layer, which may refuse to list it
-    (only some files in it are exposed); the finder lists it once, before, and the
-    guards then keep in its listing only the entries the rules show.
-    """
-    if sys.flags.safe_path:
-        return None
-    return prelisted_finder(_runner.program_directory(program))
-
-
-def prelisted_finder(directory: str) -> object | None:
-    """The import system's finder for ``directory``, listed now and kept for it (a
-    directory of the search path only some of whose entries are exposed: see above)."""
-    for hook in sys.path_hooks:
-        try:
-            finder: Any = hook(directory)
-        except ImportError:
-            continue
-        fill = getattr(finder, "_fill_cache", None)
-        if fill is None:
-            return None
-        try:
-            finder._path_mtime = os.stat(directory).st_mtime  # else the first import refills
-        except OSError:
-            return None
-        fill()
-        sys.path_importer_cache[directory] = finder
-        return finder
-    return None
-
-
-def show_only_exposed(finder: object | None, judge: FileJudge) -> None:
-    """Keep in the prefilled listing only what the rules show (see above)."""
-    if finder is None:
-        return
-    listed: Any = finder
-    base = str(listed.path).rstrip("/")
-    shown = {
-        name
-        for name in listed._path_cache
-        if judge.judge(f"{base}/{name}", Access.READ).allowed
-        or judge.leads_to_exposure(f"{base}/{name}")
-    }
-    listed._path_cache = shown
-    listed._relaxed_path_cache = {name.lower() for name in shown}
 
 
 def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> FileJudge:
