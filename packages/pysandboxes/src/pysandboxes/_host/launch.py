@@ -267,7 +267,7 @@ def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str], cw
     package_parent = _PACKAGE_PARENT
     first = spec.startup_flags
     argv = [sys.executable, *first, *flags, "-c", BOOT.format(path=package_parent), str(read_end)]
-    executable, argv = command_for(spec, child_env, argv, cwd)
+    executable, argv, inherited = command_for(spec, child_env, argv, cwd)
     # The provider's program stays in the terminal's process group: a ^C there must reach
     # the program (the waiter relays it), not end the provider. The child restores them.
     wrapped = spec.provider in WRAPPING
@@ -275,7 +275,8 @@ def _spawn(spec: LaunchSpec, child_env: dict[str, str], flags: Sequence[str], cw
     try:
         pid = os.posix_spawn(executable, argv, child_env, setsigmask=())
     finally:
-        os.close(read_end)
+        for fd in (read_end, *inherited):
+            os.close(fd)
         for number, handler in zip(_TERMINAL_SIGNALS, saved, strict=False):
             signal.signal(number, handler)
     with os.fdopen(write_end, "wb") as pipe:
