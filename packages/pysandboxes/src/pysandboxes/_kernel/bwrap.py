@@ -25,6 +25,8 @@ Choices, each against a leak the reference implementation had:
   output; the trusted side relays ^C to it (the terminal no longer can).
 - ``--die-with-parent``, and ``--cap-drop ALL`` so that a run started by root keeps no
   capability inside its namespaces.
+- The rule files inside a read-write exposure are bound again, read-only, over it: the
+  sandbox can neither write, remove nor replace them (a mount point cannot be renamed).
 - The options go to bwrap through a descriptor (``--args``), never its command line:
   bwrap's init, pid 1 of the sandbox, shows the program that command line in
   ``/proc/1/cmdline``, and every bound host path would be listed there (and in ``ps`` to
@@ -130,6 +132,9 @@ def mount_view(plan: ConfinementPlan) -> tuple[dict[str, bool], dict[str, str]]:
         _links_on_the_way(path, links)
         real = os.path.realpath(path)
         wanted[real] = wanted.get(real, False) or writable
+    for path in plan.read_only:  # the rule files, whatever directory holds them
+        if os.path.isfile(path):
+            wanted[path] = False
     binds: dict[str, bool] = {}
     for path in sorted(wanted):
         parent = _covering(path, binds)
