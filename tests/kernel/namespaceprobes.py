@@ -70,6 +70,18 @@ print("END")
 AS_CHILD = "import subprocess, sys\nsubprocess.run([sys.executable, 'probe.py'])\n"
 
 
+READ_COMMAND_LINES = """
+for pid in (1, os.getppid()):
+    for path in (f"/proc/{pid}/cmdline", f"/proc/{pid}/task/{pid}/cmdline"):
+        fd = libc.open(path.encode(), 0)
+        if fd >= 0:
+            buffer = ctypes.create_string_buffer(65536)
+            size = libc.read(fd, buffer, 65536)
+            print(buffer.raw[:max(size, 0)].replace(b"\\0", b" ").decode(errors="replace"))
+print("END")
+"""
+
+
 CAPABILITIES = """
 fd = libc.open(b"/proc/self/status", 0)
 buffer = ctypes.create_string_buffer(65536)
@@ -155,6 +167,22 @@ class NamespaceProbes:
         result = sb("probe.py", env={"SECRET": secret})
         assert result.stdout.endswith("END\n"), result.stderr
         assert secret not in result.stdout
+
+    def test_cant_read_the_bound_host_paths_from_a_command_line(
+        self, sb: Runner, py: Runner, project: Path, tmp_path: Path
+    ) -> None:
+        # bwrap's init, the sandbox's pid 1, kept bwrap's command line: every host path
+        # bound into the view, readable in /proc/1/cmdline by any code.
+        bound = tmp_path / "host-only-name-4242"
+        bound.mkdir()
+        (project / ".py-sandboxes").write_text(rules(self.provider) + f"expose-ro={bound}\n")
+        probe(project, READ_COMMAND_LINES)
+        control = py("-c", AS_CHILD, str(bound))  # a parent started with the path
+        assert bound.name in control.stdout, control.stderr
+        result = sb("probe.py")
+        assert result.stdout.endswith("END\n"), result.stderr
+        assert "python" in result.stdout  # the command lines were read...
+        assert bound.name not in result.stdout  # ...and name no bound path
 
     def test_keeps_no_capability_when_started_as_root(
         self, sb: Runner, py: Runner, project: Path

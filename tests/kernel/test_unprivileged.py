@@ -144,3 +144,87 @@ def test_namespace_providers_run_for_an_unprivileged_user(
         assert listener.received == 0, "the datagram left the sandbox's network namespace"
     finally:
         listener.close()
+
+
+def _run_as_nobody(
+    world: Path, *args: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    python = _system_python()
+    for path in [world, *world.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o777 if path.is_dir() else 0o666)
+    launch = LAUNCH.format(lib=str(world / "lib"))
+    return subprocess.run(
+        [*NOBODY, python, "-I", "-c", launch, *args],
+        cwd=world / "project",
+        env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+APPEND_RULES = """
+fd = libc.open(b".py-sandboxes", 0o2001)  # O_WRONLY | O_APPEND
+outcome(fd)
+libc.write(fd, b"expose-ro=/\\n", 12)
+"""
+
+
+@pytest.mark.parametrize("provider", ["landlock", "unshare", "bwrap", "subprocess"])
+def test_rule_files_stay_the_reviewed_ones_for_an_unprivileged_user(
+    world: Path, provider: str
+) -> None:
+    # The read-only bind needs a mount namespace, which an unprivileged user makes with
+    # a user namespace; without a kernel layer the trusted side sets the file back.
+    from pysandboxes._host.select import unavailable_reason
+
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider} cannot run here: {reason}")
+    project = world / "project"
+    rules = "expose-rw=.\npython-api=ALLOW:native\npython-import=*\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + APPEND_RULES)
+    result = _run_as_nobody(world, "probe.py", env={"OS_SANDBOX": provider})
+    if provider == "subprocess":
+        assert result.stdout == "DONE\n", result.stderr
+        assert ".py-sandboxes was changed while the program ran" in result.stderr
+    else:
+        assert result.stdout == "REFUSED EROFS\n", result.stderr
+    assert (project / ".py-sandboxes").read_text() == rules
+
+
+LINGER = """
+import os, sys, time
+print(os.getpid())
+sys.stdout.flush()
+if os.fork() == 0:
+    os.setsid()
+    null = os.open("/dev/null", os.O_RDWR)
+    for stream in (0, 1, 2):
+        os.dup2(null, stream)
+    for _ in range(40):
+        time.sleep(0.1)
+        with open("alive", "a") as handle:
+            handle.write(".")
+    os._exit(0)
+time.sleep(0.5)
+"""
+
+
+@pytest.mark.parametrize("provider", ["landlock", "subprocess"])
+def test_nothing_outlives_the_run_of_an_unprivileged_user(world: Path, provider: str) -> None:
+    # Unprivileged, the pid namespace comes with a user namespace of its own.
+    project = world / "project"
+    (project / ".py-sandboxes").write_text(
+        "expose-rw=.\npython-api=ALLOW:os.fork, os.setsid\npython-import=*\n"
+    )
+    (project / "app.py").write_text(LINGER)
+    result = _run_as_nobody(world, "app.py", env={"OS_SANDBOX": provider})
+    assert result.stdout == "2\n", result.stderr  # pid 2 of a namespace of its own
+    alive = project / "alive"
+    size = alive.stat().st_size if alive.exists() else 0
+    time.sleep(1)
+    assert (alive.stat().st_size if alive.exists() else 0) == size, "the daemon still runs"

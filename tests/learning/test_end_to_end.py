@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 from learnlab import granted
@@ -145,14 +146,29 @@ def test_a_program_killed_by_sigkill_still_gets_its_rules(sb: Runner, project: P
     assert "python-import=signal" in rules
 
 
-def test_learning_does_not_leave_the_environment_to_the_waiter(sb: Runner, project: Path) -> None:
+def test_learning_does_not_leave_the_environment_to_the_waiter(
+    python_sb: str, project: Path
+) -> None:
     # The trusted side waits as a process with an empty environment, learning or not.
-    (project / "app.py").write_text(
-        "import os\nprint(open(f'/proc/{os.getppid()}/environ', 'rb').read() == b'')\n"
+    # The program cannot name it (a pid namespace of its own): it is read from outside.
+    (project / "app.py").write_text("import sys\nsys.stdin.read()\n")
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **ENV}
+    run = subprocess.Popen(
+        [python_sb, "app.py"], cwd=project, env=env, stdin=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    result = sb("app.py", env=ENV)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == "True\n"
+    try:
+        environ = b"-"
+        for _ in range(200):  # until python-sb became the waiter (its argv says so)
+            with open(f"/proc/{run.pid}/cmdline", "rb") as handle:
+                if b"pysandboxes._host.waiter" in handle.read():
+                    with open(f"/proc/{run.pid}/environ", "rb") as handle:
+                        environ = handle.read()
+                    break
+            time.sleep(0.05)
+    finally:
+        run.communicate(b"", timeout=60)
+    assert run.returncode == 0
+    assert environ == b""
     assert os.environ.get("APP_TOKEN") != ENV["APP_TOKEN"]
 
 
@@ -260,17 +276,18 @@ def test_what_the_program_leaves_running_cannot_edit_the_learned_rules(
     assert "os-sandbox=none" not in (project / ".py-sandboxes").read_text()
 
 
-def test_a_call_the_sandbox_judges_itself_is_learned(
-    sb: Runner, project: Path, victims: list[subprocess.Popen[bytes]]
-) -> None:
+def test_a_call_the_sandbox_judges_itself_is_learned(sb: Runner, project: Path) -> None:
     # setpriority is reported by a judged copy of the sandbox's own, whose frame the
-    # recorder reads like any other: learning it once ended in a RecursionError.
+    # recorder reads like any other: learning it once ended in a RecursionError. The
+    # program's own child stands for another process (the sandbox sees no other).
     code = (
-        "import os, sys\n"
-        "os.setpriority(os.PRIO_PROCESS, int(sys.argv[1]), 19)\n"
-        "print(os.getpriority(os.PRIO_PROCESS, int(sys.argv[1])))\n"
+        "import os, subprocess\n"
+        "child = subprocess.Popen(['sleep', '30'])\n"
+        "os.setpriority(os.PRIO_PROCESS, child.pid, 19)\n"
+        "print(os.getpriority(os.PRIO_PROCESS, child.pid))\n"
+        "child.kill()\n"
     )
-    result = sb("--learn", "-c", code, str(victims[0].pid))
+    result = sb("--learn", "-c", code)
     assert result.stdout == "19\n", result.stderr
     assert "python-api=ALLOW:os.setpriority" in granted(project / ".py-sandboxes")
 

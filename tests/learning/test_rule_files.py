@@ -163,11 +163,15 @@ def test_a_rule_file_changed_during_the_run_is_not_built_upon(sb: Runner, projec
     )
     result = sb("--learn", "-c", code, env={"PATH": os.environ.get("PATH", "")})
     assert result.returncode == 0, result.stderr
-    assert ".py-sandboxes changed while the program ran: nothing is written to it" in (
+    # The reviewed rules are put back, the changed ones kept aside, nothing learned added.
+    assert ".py-sandboxes was changed while the program ran" in result.stderr
+    assert "the program changed the rules of the next run (above): nothing is written" in (
         result.stderr
     )
     assert "\nexpose-ro=./data.txt\n" in result.stderr  # shown, not written
-    assert rule_file.read_text() == "python-import=subprocess\nexpose-rw=/\n"
+    assert rule_file.read_text() == "python-import=subprocess\n"
+    planted = project / ".py-sandboxes.planted"
+    assert planted.read_text() == "python-import=subprocess\nexpose-rw=/\n"
     assert not (project / ".py-sandboxes.old").exists()
 
 

@@ -22,15 +22,16 @@ if TYPE_CHECKING:
 
 def command_for(
     spec: LaunchSpec, child_env: Mapping[str, str], argv: list[str], cwd: str | None = None
-) -> tuple[str, list[str]]:
-    """The executable and argv that start ``argv`` (the interpreter) for ``spec.provider``.
+) -> tuple[str, list[str], tuple[int, ...]]:
+    """The executable and argv that start ``argv`` (the interpreter) for ``spec.provider``,
+    and the descriptors the command inherits, which the caller closes once it started.
 
     ``child_env`` is the environment the command will be started with: the provider's
     program gets exactly the sandbox's variables, and hands them down unchanged.
     """
     del child_env  # started with it; nothing of it goes on a command line (world-readable)
     if spec.provider not in WRAPPING:
-        return argv[0], argv
+        return argv[0], argv, ()
     from pysandboxes._policy.view import plan_for
 
     cwd = cwd or os.getcwd()
@@ -38,7 +39,7 @@ def command_for(
         from pysandboxes._kernel import unshare
 
         plan = plan_for(spec.policy, spec.implicit, spec.tempdir, [], [])  # only the network
-        return unshare.command(plan, argv)
+        return (*unshare.command(plan, argv), ())
     from pysandboxes._kernel import bwrap
     from pysandboxes._policy.view import (
         interpreter_libraries,
@@ -56,4 +57,5 @@ def command_for(
     roots = interpreter_roots(search)
     plan = plan_for(spec.policy, spec.implicit, spec.tempdir, roots, program)
     options = {o.option: o.value for o in spec.policy.provider_options if o.provider == "bwrap"}
-    return bwrap.command(plan, cwd, argv, options)
+    executable, argv, options_fd = bwrap.command(plan, cwd, argv, options)
+    return executable, argv, (options_fd,)

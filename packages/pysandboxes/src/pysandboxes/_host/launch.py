@@ -34,9 +34,10 @@ from pysandboxes._host.preparing import (
     pycache_prefixes,
     without_pycache_prefix,
 )
+from pysandboxes._host.rulewatch import for_run
 from pysandboxes._host.select import select
 from pysandboxes._host.startup import refuse_planted_code, startup_flags
-from pysandboxes._host.waiter import finish, remove_tree
+from pysandboxes._host.waiter import RELAY, finish, remove_tree
 from pysandboxes._kernel.relay import WATCHED, wait
 from pysandboxes._policy.discover import discover
 from pysandboxes._policy.envres import resolve_env
@@ -143,9 +144,10 @@ def load_rules(
 
 def build_spec(
     request: LaunchRequest, cwd: str, env: Mapping[str, str]
-) -> tuple[LaunchSpec, dict[str, str], LearnRun | None]:
-    """The child's spec and environment, and the learning run if the run learns. The
-    caller owns ``spec.tempdir`` and the learning pipe, and removes them."""
+) -> tuple[LaunchSpec, dict[str, str], LearnRun | None, bytes]:
+    """The child's spec and environment, the learning run if the run learns, and what the
+    waiter checks at exit (``rulewatch``). The caller owns ``spec.tempdir`` and the
+    learning pipe, and removes them."""
     policy, found = load_rules(request, cwd, env)
     selection = select(policy, env)  # OSLayerUnavailable: never a silent downgrade
     for provider, why in selection.passed_over:
@@ -203,6 +205,8 @@ def build_spec(
     except ConfigSyntaxError:
         remove_tree(tempdir)
         raise
+    provider = "subprocess" if learning is not None else selection.provider
+    watch = b"" if provider == "none" else for_run(policy, found, provider, output, request.config)
     spec = LaunchSpec(
         policy=policy,
         program=request.program,
@@ -213,12 +217,12 @@ def build_spec(
         tempdir=tempdir,
         learning=learning.spec if learning is not None else None,
         # A learning run lets everything through: the kernel layer is relaxed for it alone.
-        provider="subprocess" if learning is not None else selection.provider,
+        provider=provider,
         deferred_env=tuple((k, child_env.pop(k)) for k in sorted(child_env) if deferred(k))
         + tuple((PYCACHE_OPTION, value) for value in pycache_prefixes(request.python_flags)),
         startup_flags=startup_flags(request.python_flags, policy, child_env, tempdir),
     )
-    return spec, child_env, learning
+    return spec, child_env, learning, watch
 
 
 def _say_no_sandbox(policy: Policy, provider: str) -> None:
@@ -230,6 +234,21 @@ def _say_no_sandbox(policy: Policy, provider: str) -> None:
         "leave no layer to enforce the rules; only the environment is filtered.",
         file=sys.stderr,
     )
+
+
+def _watch_descriptor(data: bytes) -> int | str:
+    """An inheritable descriptor holding ``data`` for the waiter, sealed: no process
+    that might reach it (through ``/proc/<pid>/fd``) can change it; ``-`` when empty."""
+    if not data:
+        return "-"
+    import fcntl
+
+    fd = os.memfd_create("pysandboxes-rules", os.MFD_ALLOW_SEALING)  # the waiter's, by exec
+    os.write(fd, data)
+    seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def spawn(
@@ -252,8 +271,9 @@ def spawn(
     os.set_inheritable(read_end, True)  # bwrap and unshare keep inherited descriptors
     package_parent = _PACKAGE_PARENT
     first = spec.startup_flags
-    argv = [sys.executable, *first, *flags, "-c", BOOT.format(path=package_parent), str(read_end)]
-    executable, argv = command_for(spec, child_env, argv, cwd)
+    boot = BOOT.format(path=package_parent)
+    argv = [sys.executable, *first, *flags, "-c", boot, str(read_end), spec.provider]
+    executable, argv, inherited = command_for(spec, child_env, argv, cwd)
     # The provider's program stays in the terminal's process group: a ^C there must reach
     # the program (the waiter relays it), not end the provider. The child restores them.
     wrapped = spec.provider in WRAPPING and not detached
@@ -268,7 +288,8 @@ def spawn(
             setsid=detached,
         )
     finally:
-        os.close(read_end)
+        for fd in (read_end, *inherited):
+            os.close(fd)
         for number, handler in zip(_TERMINAL_SIGNALS, saved, strict=False):
             signal.signal(number, handler)
     with os.fdopen(write_end, "wb") as pipe:
@@ -277,8 +298,6 @@ def spawn(
 
 
 _TERMINAL_SIGNALS = (signal.SIGINT, signal.SIGQUIT)
-#: How the waiter relays signals, per provider (see ``_host.waiter.wait``).
-_RELAY = {"bwrap": "session", "unshare": "init"}
 
 #: What the trusted side becomes once the child runs (see ``_host.waiter``).
 WAITER = (
@@ -299,7 +318,7 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
         OSLayerUnavailable: the kernel provider the rules ask for cannot run here.
     """
     cwd = os.path.abspath(cwd or os.getcwd())
-    spec, child_env, learning = build_spec(request, cwd, os.environ)
+    spec, child_env, learning, watch = build_spec(request, cwd, os.environ)
     keep: set[int] = {spec.learning.event_fd} if spec.learning is not None else set()
     keep_only_standard_streams(keep)
     if learning is not None or spec.provider != "none":
@@ -321,9 +340,11 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
         if learning is not None:
             learning.close_child_end()
     package_parent = _PACKAGE_PARENT
-    relay = _RELAY.get(spec.provider, "")
+    relay = RELAY.get(spec.provider, "")
+    # Made once the child runs, so that it never holds it: the waiter's copy of the rules.
+    watch_fd = _watch_descriptor(watch)
     argv = [sys.executable, "-I", "-S", "-c", WAITER.format(path=package_parent), str(pid), tempdir]
-    argv.append(relay)
+    argv += [spec.provider, str(watch_fd)]
     if learning is not None:
         # The waiter learns too: it gets the pipe and the plan, still no environment.
         from pysandboxes._host.learning.plan import plan_argument
@@ -337,20 +358,21 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
         os.execve(sys.executable, argv, {})
     except OSError:
         blank_environment_block()  # the host environment stays here: hide what we can
-    if learning is None:
-        from pysandboxes._host.waiter import end_leftovers
+    from pysandboxes._host.waiter import conclude_run
 
-        status = wait(pid, relay)
-        end_leftovers()
-        return finish(status, tempdir)
-    from pysandboxes._host.learning.conclude import Collector, conclude, show
-    from pysandboxes._host.waiter import end_leftovers
+    collector = None
+    if learning is not None:
+        from pysandboxes._host.learning.conclude import Collector
 
-    collector = Collector(learning.read_fd)
+        collector = Collector(learning.read_fd)
     status = wait(pid, relay)
-    end_leftovers()
+    refusal = conclude_run(watch)
+    if learning is None or collector is None:
+        return finish(status, tempdir)
+    from pysandboxes._host.learning.conclude import conclude, show
+
     plan = learning.plan(cwd, os.environ, spec.policy, spec.protected, request.summary)
-    summary = conclude(plan, collector.finish())
+    summary = conclude(plan, collector.finish(), refusal=refusal)
     if summary is not None:
         show(summary, request.summary)
     return finish(status, tempdir)

@@ -72,7 +72,7 @@ class Child:
         from pysandboxes._wire.spec import ServeSpec
 
         cwd = os.getcwd()
-        spec, child_env, learning = build_spec(request, cwd, env)
+        spec, child_env, learning, self._watch = build_spec(request, cwd, env)
         self.spec: LaunchSpec = spec
         self._learning: LearnRun | None = learning
         self._collector: Any = None
@@ -88,7 +88,9 @@ class Child:
             (os.POSIX_SPAWN_DUP2, errors_write, 2),
         ]
         try:
-            self.pid = spawn(spec, child_env, request.python_flags, cwd, file_actions=actions)
+            self.pid = spawn(
+                spec, child_env, request.python_flags, cwd, file_actions=actions, detached=True
+            )
         except BaseException:
             for fd in (errors_read, errors_write):
                 os.close(fd)
@@ -257,7 +259,22 @@ class Child:
             self._reaped.wait(5.0)
         self.sock.close()
         self._remove_tempdir()
+        self._check_rule_files()
         self._conclude()
+
+    def _check_rule_files(self) -> None:
+        """Set back the rules of the next run if the child changed or planted one (see
+        ``_host.rulewatch``), saying so on stderr."""
+        if not self._watch:
+            return
+        from pysandboxes._host.rulewatch import check
+
+        try:
+            changed = check(self._watch)
+        except Exception as exc:  # a bug here must not cost the application its exit
+            changed = [f"the rule files could not be checked ({exc!r}): review them"]
+        for message in changed:
+            print(f"pysandboxes: {message}", file=sys.stderr)
 
     def _remove_tempdir(self) -> None:
         if self.spec.tempdir:

@@ -95,6 +95,20 @@ class _Host:
         kernel_layer = provider in ("landlock", "bwrap", "unshare")
         self.kernel_layer = kernel_layer
         self.seccomp = "seccomp filter" if kernel_layer and not unavailable_reason() else NO
+        # What a user namespace allows: a pid namespace, and read-only binds of the rule
+        # files in a mount namespace (bwrap's view has them by construction).
+        from pysandboxes._host.select import user_namespaces_reason
+
+        self.userns = provider in ("landlock", "subprocess", "unshare") and (
+            user_namespaces_reason() is None
+        )
+        own_pids = provider == "bwrap" or self.userns
+        self.lifetime = "PID namespace" if own_pids and provider != "none" else NO
+        binds = provider == "bwrap" or (self.userns and provider != "subprocess")
+        self.rule_files = " + ".join(
+            (["read-only bind (mount namespace)"] if binds else [])
+            + ([self.files] * bool(self.files))
+        )
 
 
 def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
@@ -189,19 +203,7 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
         )
     )
     rows.append(_unix_sockets_row(policy, host))
-    rows.append(
-        LayerRow(
-            "-",
-            "the rule files cannot be changed",
-            python,
-            host.files,
-            ("" if policy.python_layer else only)
-            if not host.files
-            else "inside a read-write exposure only the Python layer protects them"
-            if policy.python_layer
-            else "py-sandbox=false: a writable rule over them is refused at start-up",
-        )
-    )
+    rows += _rule_file_rows(host, python)
     detail = DESCRIPTIONS[selection.provider]
     if selection.provider == "landlock":
         detail += f" (ABI {abi} on this kernel)"
@@ -244,3 +246,40 @@ def _unix_sockets_row(policy: Policy, host: _Host) -> LayerRow:
     return LayerRow(
         "-", "AF_UNIX sockets reach only the exposed socket files", python, kernel, note
     )
+
+
+def _rule_file_rows(host: _Host, python: str) -> list[LayerRow]:
+    """The standing protections of the next run's rules, and of the run's end."""
+    if not host.python:
+        return []  # 'none': no sandbox, nothing of this is promised
+    watched = "at exit, the trusted side compares them with what it read at start and "
+    if host.rule_files.startswith("read-only"):
+        note = ""
+    elif host.files:
+        note = "inside a read-write exposure, no mount namespace here: " + watched + "restores them"
+    else:
+        note = watched + "restores them"
+    lifetime = (
+        ""
+        if host.lifetime
+        else "no PID namespace here: the trusted side stops and ends what is left, and a "
+        "learning run writes nothing while any process of the program remains"
+    )
+    return [
+        LayerRow("-", "the rule files cannot be changed", python, host.rule_files, note),
+        LayerRow(
+            "-",
+            "no rule file can be planted where the rule search looks first",
+            python,
+            NO,
+            "a kernel layer cannot refuse one new name in a writable directory: at exit, the "
+            "trusted side moves a new rule file there aside and says so",
+        ),
+        LayerRow(
+            "-",
+            "nothing the program started outlives the run",
+            "",
+            host.lifetime,
+            lifetime,
+        ),
+    ]

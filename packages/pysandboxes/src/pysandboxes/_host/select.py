@@ -73,24 +73,36 @@ def unavailable_reason(provider: str) -> str | None:
     if provider == "bwrap":
         from pysandboxes._kernel import bwrap
 
-        return bwrap.unavailable_reason() or _user_namespaces_reason()
+        return bwrap.unavailable_reason() or user_namespaces_reason()
     if provider == "unshare":
         from pysandboxes._kernel import unshare
 
-        return unshare.unavailable_reason() or _user_namespaces_reason()
+        return unshare.unavailable_reason() or user_namespaces_reason()
     return None
 
 
-def _user_namespaces_reason() -> str | None:
+def user_namespaces_reason() -> str | None:
+    """Why this process cannot make namespaces (with a user namespace when not root),
+    or ``None`` when it can."""
     if os.geteuid() == 0:
         return None
-    try:
-        with open("/proc/sys/kernel/unprivileged_userns_clone") as handle:
-            if handle.read().strip() == "0":
-                return "unprivileged user namespaces are disabled on this host"
-    except OSError:
-        pass  # the knob exists on Debian-patched kernels only
+    for knob, why in _USER_NAMESPACE_KNOBS:
+        try:
+            with open(knob) as handle:
+                if handle.read().strip() == "0":
+                    return why
+        except OSError:
+            continue  # the first knob exists on Debian-patched kernels only
     return None
+
+
+_USER_NAMESPACE_KNOBS = (
+    (
+        "/proc/sys/kernel/unprivileged_userns_clone",
+        "unprivileged user namespaces are disabled on this host",
+    ),
+    ("/proc/sys/user/max_user_namespaces", "user namespaces are disabled on this host"),
+)
 
 
 def parse_choice(value: str) -> tuple[str, ...]:

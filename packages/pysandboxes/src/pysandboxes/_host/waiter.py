@@ -15,6 +15,10 @@ import sys
 
 from pysandboxes._kernel.relay import WATCHED, wait
 
+#: How the waiter relays signals, per provider (see ``_kernel.relay.wait``).
+RELAY = {"bwrap": "session", "unshare": "init"}
+_PR_SET_DUMPABLE = 4
+
 
 def remove_tree(path: str) -> None:
     """Remove the sandbox's temporary directory, whatever the program left in it."""
@@ -47,29 +51,91 @@ def finish(status: int, tempdir: str) -> int:
 
 
 def main() -> None:
-    """Entry point after ``exec``: ``argv`` is the child's pid, the temporary dir, how
-    signals are relayed (see ``wait``), then the plan of a learning run when there is one
-    (see ``_host.learning.conclude``)."""
-    pid, tempdir = int(sys.argv[1]), sys.argv[2]
-    relay = sys.argv[3] if len(sys.argv) > 3 else ""
-    if len(sys.argv) < 5:
+    """Entry point after ``exec``: ``argv`` is the child's pid, the temporary dir, the
+    provider (how signals are relayed: ``RELAY``), the descriptor of the rules' snapshot
+    (``-``: none, see ``_host.rulewatch``), then the plan of a learning run when there is
+    one (see ``_host.learning.conclude``)."""
+    pid, tempdir, provider, watch = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    relay = RELAY.get(provider, "")
+    if provider == "subprocess":
+        # No Landlock keeps the program from this process's memory, which is the
+        # trusted side's: nothing of the same user may read or write it.
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    snapshot = _read_all(int(watch)) if watch != "-" else b""
+    if len(sys.argv) < 6:
         status = wait(pid, relay)
-        end_leftovers()  # what the program left running ends with it (see adopt_orphans)
+        conclude_run(snapshot)
         sys.exit(finish(status, tempdir))
     from pysandboxes._host.learning.conclude import Collector, conclude, show
     from pysandboxes._host.learning.plan import parse_plan
 
-    plan = parse_plan(sys.argv[4])
+    plan = parse_plan(sys.argv[5])
     collector = Collector(plan.fd)  # events are read as they come: a SIGKILL loses none
     status = wait(pid, relay)
-    end_leftovers()  # nothing the program started may edit the rules once written
+    refusal = conclude_run(snapshot)
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, signal.SIG_DFL)  # writing the rules stays interruptible
     signal.pthread_sigmask(signal.SIG_UNBLOCK, WATCHED)
-    summary = conclude(plan, collector.finish())
+    summary = conclude(plan, collector.finish(), refusal=refusal)
     if summary is not None:
         show(summary, plan.renderer)
     sys.exit(finish(status, tempdir))
+
+
+def conclude_run(snapshot: bytes) -> str:
+    """Once the program ended: end what it left running, then set back the rules of the
+    next run (see ``_host.rulewatch``), saying what was done on stderr. Returns why a
+    learning run may write nothing (``""``: it may)."""
+    left = end_leftovers()
+    say_leftovers(left)
+    changed: list[str] = []
+    if snapshot:
+        from pysandboxes._host.rulewatch import check
+
+        try:
+            changed = check(snapshot)
+        except Exception as exc:  # a bug here must not cost the program's exit status
+            changed = [f"the rule files could not be checked ({exc!r}): review them"]
+    for message in changed:
+        print(f"python-sb: {message}", file=sys.stderr)
+    if left:
+        return leftover_refusal(left)
+    if changed:
+        return "the program changed the rules of the next run (above): nothing is written"
+    return ""
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+    os.close(fd)
+    return b"".join(chunks)
+
+
+def leftover_refusal(left: list[int]) -> str:
+    """Why nothing may be written, when processes of the program are left; else ``""``."""
+    if not left:
+        return ""
+    return (
+        f"{_described(left)} could not be ended: one could rewrite the rules once written, "
+        "so nothing is written"
+    )
+
+
+def say_leftovers(left: list[int]) -> None:
+    """Warn that processes of the program outlive it."""
+    if left:
+        print(f"python-sb: {_described(left)} could not be ended and still run", file=sys.stderr)
+
+
+def _described(left: list[int]) -> str:
+    if left == [-1]:
+        return "processes the program started (their pids cannot be listed)"
+    shown = ", ".join(map(str, left[:10])) + (", ..." if len(left) > 10 else "")
+    return f"{len(left)} process(es) the program started (pid {shown})"
 
 
 #: prctl(PR_SET_CHILD_SUBREAPER): orphans of the program become this process's children.
@@ -84,25 +150,79 @@ def adopt_orphans() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
-def end_leftovers() -> None:
-    """Kill and reap what the program left running (see ``adopt_orphans``)."""
-    for _ in range(100):
-        pids: set[int] = set()
-        try:
-            for task in os.listdir("/proc/self/task"):
-                with open(f"/proc/self/task/{task}/children") as handle:
-                    pids.update(int(pid) for pid in handle.read().split())
-        except OSError:
-            return  # no /proc: nothing more can be found
-        if not pids:
-            return
-        for pid in pids:
+def end_leftovers(patience: float = 10.0) -> list[int]:
+    """End every process the program left running (see ``adopt_orphans``); return the
+    pids of those still there after ``patience`` seconds: empty when none is left.
+
+    Each round stops the whole tree first (``SIGSTOP``, sent to a process before its
+    children are read: a stopped process forks no more, and a child its fork had under
+    way is found next round), then kills it: a chain of any depth is ended in one round,
+    a fast one in a few. Under a pid namespace (``_kernel.lifetime``) the kernel has ended
+    them already, and this finds nothing. The proof that nothing is left is the
+    kernel's too: this process has no child, living or dead, and every orphan of the
+    program would be its child. ``-1`` stands for children it cannot list (no ``/proc``).
+    """
+    import time
+
+    deadline = time.monotonic() + patience
+    while True:
+        found = _stop_descendants()
+        for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-            except (ProcessLookupError, ChildProcessError):
+            except (ProcessLookupError, PermissionError):
+                continue  # ended meanwhile; or set-user-ID, unkillable: reported below
+        left = _reap()
+        if left is None:
+            return []
+        if time.monotonic() > deadline:
+            return sorted(set(found) | left) or [-1]
+        time.sleep(0.005)  # killed, not yet reaped: let them die
+
+
+def _stop_descendants() -> list[int]:
+    """Every descendant of this process, each stopped before its children are read."""
+    found: list[int] = []
+    seen: set[int] = set()
+    pending = [os.getpid()]
+    while pending:
+        parent = pending.pop()
+        for pid in _children(parent):
+            if pid in seen:
                 continue
-            except PermissionError:
-                # A set-user-ID program the program left running cannot be signalled:
-                # ending the waiter here would lose the rules learned.
-                continue
+            seen.add(pid)
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except (ProcessLookupError, PermissionError):
+                pass  # gone, or unkillable: listed all the same
+            found.append(pid)
+            pending.append(pid)
+    return found
+
+
+def _children(pid: int) -> list[int]:
+    """The children of ``pid`` (of all its threads), as the kernel lists them."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/children", "rb") as handle:
+                found += [int(child) for child in handle.read().split()]
+        except OSError:
+            continue  # the task ended meanwhile
+    return found
+
+
+def _reap() -> set[int] | None:
+    """Reap the children that ended; the pids of those still there, ``None`` when this
+    process has no child left at all."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return None
+        if pid == 0:
+            return set(_children(os.getpid()))

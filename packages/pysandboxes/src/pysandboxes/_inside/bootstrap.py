@@ -266,10 +266,6 @@ def main(
         sys.exit(255)
     if spec.provider in ("bwrap", "unshare"):
         restore_terminal_signals()
-    if spec.provider == "unshare":
-        from pysandboxes._kernel.unshare import become_init
-
-        become_init()  # pid 1 ignores unhandled signals: the program runs as pid 2
     serve = None
     if serving is not None:
         from pysandboxes._inside.server import start

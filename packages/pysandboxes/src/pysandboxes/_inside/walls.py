@@ -38,6 +38,16 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
 
     namespaced = spec.provider in WRAPPING
     try:
+        from pysandboxes._kernel.keyring import leave_session_keyring
+
+        leave_session_keyring(spec.provider)  # the launching session's keys stay outside
+        also = ("/proc",) if namespaced else ()
+        plan = plan_for(spec.policy, spec.implicit, spec.tempdir, roots, program, also)
+        from pysandboxes._kernel.netns import drop_all_capabilities, isolate
+
+        # Network and IPC, read-only rule files: what Landlock cannot do (with the
+        # capabilities an unshare namespace gives, dropped next).
+        enforced, missing = isolate(plan, spec.provider)
         if spec.provider == "unshare":
             from pysandboxes._kernel.unshare import drop_capabilities
 
@@ -45,24 +55,14 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
                 drop_capabilities()
             except OSError as exc:
                 raise OSLayerUnavailable(str(exc.strerror), provider="unshare") from exc
-        from pysandboxes._kernel.keyring import leave_session_keyring
-
-        leave_session_keyring(spec.provider)  # the launching session's keys stay outside
-        also = ("/proc",) if namespaced else ()
-        plan = plan_for(spec.policy, spec.implicit, spec.tempdir, roots, program, also)
         reason = landlock.unavailable_reason()
         if reason is not None:
             layer = AppliedLayer("none", missing=(("landlock", reason),))
         else:
-            from pysandboxes._kernel.netns import isolate_network
-
-            if not plan.network and not namespaced:
-                isolate_network()  # and IPC (the seccomp filter refuses System V IPC too)
             layer = landlock.apply(plan)
+        layer = layer.plus(enforced, missing)
         # As root the process would keep root's capabilities, which Landlock does not
         # mediate (host name, clock, BPF...): give them all up, under every provider.
-        from pysandboxes._kernel.netns import drop_all_capabilities
-
         drop_all_capabilities()
         # What Landlock does not mediate (the inherited terminal, the keyrings...).
         from pysandboxes._kernel.seccomp import add_to

@@ -25,6 +25,12 @@ Choices, each against a leak the reference implementation had:
   output; the trusted side relays ^C to it (the terminal no longer can).
 - ``--die-with-parent``, and ``--cap-drop ALL`` so that a run started by root keeps no
   capability inside its namespaces.
+- The rule files inside a read-write exposure are bound again, read-only, over it: the
+  sandbox can neither write, remove nor replace them (a mount point cannot be renamed).
+- The options go to bwrap through a descriptor (``--args``), never its command line:
+  bwrap's init, pid 1 of the sandbox, shows the program that command line in
+  ``/proc/1/cmdline``, and every bound host path would be listed there (and in ``ps`` to
+  every user of the host).
 """
 
 from __future__ import annotations
@@ -60,8 +66,9 @@ def command(
     cwd: str,
     argv: list[str],
     options: Mapping[str, str] | None = None,
-) -> tuple[str, list[str]]:
-    """The executable and argv that run ``argv`` under bwrap with this plan.
+) -> tuple[str, list[str], int]:
+    """The executable and argv that run ``argv`` under bwrap with this plan, and the
+    descriptor holding bwrap's options (``--args``), to close once bwrap is started.
 
     Args:
         plan: what the sandbox keeps; its read and write paths make the mount view.
@@ -96,8 +103,18 @@ def command(
         args += ["--symlink", target, link]
     if not _covered(cwd, binds):
         args += ["--dir", cwd]  # the cwd exists, empty: its files need a rule
-    args += ["--chdir", cwd, "--", *argv]
-    return executable, args
+    args += ["--chdir", cwd]
+    fd = _options_descriptor(args[1:])
+    return executable, [executable, "--args", str(fd), "--", *argv], fd
+
+
+def _options_descriptor(options: list[str]) -> int:
+    """An inheritable descriptor holding ``options``, NUL-separated, for ``--args``; bwrap
+    reads and closes it. The caller closes its own copy once bwrap is started."""
+    fd = os.memfd_create("bwrap-options", 0)  # not close-on-exec: bwrap inherits it
+    os.write(fd, b"".join(os.fsencode(option) + b"\0" for option in options))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def mount_view(plan: ConfinementPlan) -> tuple[dict[str, bool], dict[str, str]]:
@@ -115,6 +132,9 @@ def mount_view(plan: ConfinementPlan) -> tuple[dict[str, bool], dict[str, str]]:
         _links_on_the_way(path, links)
         real = os.path.realpath(path)
         wanted[real] = wanted.get(real, False) or writable
+    for path in plan.read_only:  # the rule files, whatever directory holds them
+        if os.path.isfile(path):
+            wanted[path] = False
     binds: dict[str, bool] = {}
     for path in sorted(wanted):
         parent = _covering(path, binds)

@@ -1,18 +1,22 @@
-"""A network namespace of its own, for a sandbox whose rules allow no network at all.
+"""The namespaces the sandboxed interpreter makes for itself, before Landlock.
 
-Landlock filters TCP by port only: UDP datagrams, raw and packet sockets, ICMP and
-abstract UNIX sockets of the host pass it. An empty network namespace closes all of them
-at once: it has only a loopback interface, and that interface is left down, so every
-address is unreachable at once (``ENETUNREACH``, no waiting for a timeout) and nothing in
-the sandbox can even talk to itself over IP. Nothing in the interpreter needs IP for its
-own work (``asyncio`` and ``multiprocessing`` use UNIX socket pairs and pipes), and
-bringing the interface up would take a capability this module would rather drop.
+- **Network and IPC** (``landlock``, when no ``net=`` rule allows anything): Landlock
+  filters TCP by port only: UDP datagrams, raw and packet sockets, ICMP and abstract UNIX
+  sockets of the host pass it. An empty network namespace closes all of them at once: its
+  loopback interface is left down, so every address is unreachable at once
+  (``ENETUNREACH``, no waiting for a timeout). Nothing in the interpreter needs IP for its
+  own work (``asyncio`` and ``multiprocessing`` use UNIX socket pairs and pipes). System V
+  IPC of the host is reached by a key, not a path: an IPC namespace of its own hides it.
+  Required: a run that cannot have them stops.
+- **Mounts** (``landlock``, ``unshare``): the rule files inside a read-write exposure are
+  bound read-only onto themselves (see ``mounts``).
 
-As root, the namespace is made directly. Otherwise a user namespace is made with it,
-mapping the user to itself (the program sees the same uid and gid), and the capabilities
-that namespace hands its creator are dropped at once: the sandbox keeps no privilege.
-Apply it while the process is single-threaded (the kernel refuses a user namespace to a
-threaded process).
+The mounts are wanted, not required: where the host refuses them, the run goes on and
+the layer lists them as missing (the trusted side then compares the rule files at exit
+and restores them, which ``--show-layers`` says); so is the pid namespace, made first of
+all (``lifetime``), which the layer reports here. As root the namespaces are made
+directly; otherwise with a user namespace mapping the user to itself, whose capabilities
+are dropped once the mounts are made. Apply while the process is single-threaded.
 """
 
 from __future__ import annotations
@@ -20,81 +24,73 @@ from __future__ import annotations
 import errno
 import os
 
+from pysandboxes._kernel import lifetime, mounts, namespaces
+from pysandboxes._policy.plan import NO_NETWORK, PROCESSES, RULE_FILES
 from pysandboxes.errors import OSLayerUnavailable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import ctypes
-
-_CLONE_NEWNET = 0x40000000
-_CLONE_NEWIPC = 0x08000000
-_CLONE_NEWUSER = 0x10000000
-_CAPABILITY_VERSION_3 = 0x20080522
+    from pysandboxes._policy.plan import ConfinementPlan
 
 
-def isolate_network() -> None:
-    """Move this process into a new, empty network namespace, and a new IPC namespace:
-    System V shared memory, semaphores and message queues of the host are reached by a
-    key, not a path, and Landlock does not mediate them.
+def isolate(plan: ConfinementPlan, provider: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """Make the namespaces ``provider``'s interpreter makes for itself (see the module
+    docstring); return the concerns they enforce, and those wanted but refused, with why.
 
     Raises:
-        OSLayerUnavailable: the kernel refused both ways of making one.
+        OSLayerUnavailable: the network namespace a run without network needs cannot be
+            made.
     """
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(ctypes.c_int(_CLONE_NEWNET | _CLONE_NEWIPC)) == 0:
-        return  # privileged: the namespaces alone are enough
-    first = ctypes.get_errno()
-    uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWNET | _CLONE_NEWIPC)) != 0:
-        code = ctypes.get_errno()
-        raise OSLayerUnavailable(
-            "cannot make a network namespace for a sandbox without network rules: "
-            f"{os.strerror(first)}; with a user namespace: {os.strerror(code)} "
-            "(are unprivileged user namespaces disabled?)",
-            provider="landlock",
-        )
+    required = namespaces.NEWNET | namespaces.NEWIPC
+    required = required if provider == "landlock" and not plan.network else 0
+    wanted = namespaces.NEWNS if plan.read_only else 0
+    enforced: list[str] = [NO_NETWORK] if required else []
+    missing: list[tuple[str, str]] = []
+    if provider == "landlock":  # the pid namespace, made first of all (see lifetime)
+        if lifetime.refused:
+            missing.append((PROCESSES, lifetime.refused[0]))
+        else:
+            enforced.append(PROCESSES)
+    userns = False
     try:
-        _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
-        _write("/proc/self/setgroups", "deny\n")  # required before an unprivileged gid map
-        _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+        userns = namespaces.enter(required | wanted) if required | wanted else False
     except OSError as exc:
-        raise OSLayerUnavailable(
-            f"cannot map the user into the sandbox's namespace: {exc.strerror}",
-            provider="landlock",
-        ) from exc
-    _drop_capabilities(libc)
+        if not wanted:
+            raise _unavailable(exc, provider) from exc
+        missing.append((RULE_FILES, exc.strerror or str(exc)))
+        wanted = 0
+        try:
+            userns = namespaces.enter(required) if required else False
+        except OSError as again:
+            raise _unavailable(again, provider) from again
+    if wanted:
+        refused = _bind_read_only(plan.read_only)
+        if refused:
+            missing.append((RULE_FILES, "; ".join(f"{p}: {e}" for p, e in refused)))
+        else:
+            enforced.append(RULE_FILES)
+    if userns:
+        try:
+            namespaces.drop_capabilities()
+        except OSError as exc:
+            raise OSLayerUnavailable(str(exc.strerror), provider=provider) from exc
+    return enforced, missing
 
 
-def isolate_ipc() -> bool:
-    """Move this process into a new IPC namespace when it may without a user namespace
-    (as root); ``False`` when it may not, and System V IPC stays the host's."""
-    import ctypes
+def _unavailable(exc: OSError, provider: str) -> OSLayerUnavailable:
+    return OSLayerUnavailable(
+        "cannot make a network namespace for a sandbox without network rules: "
+        f"{exc.strerror or exc}",
+        provider=provider,
+    )
 
-    return ctypes.CDLL(None, use_errno=True).unshare(ctypes.c_int(_CLONE_NEWIPC)) == 0
 
-
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+def _bind_read_only(paths: tuple[str, ...]) -> list[tuple[str, str]]:
     try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def _drop_capabilities(libc: ctypes.CDLL) -> None:
-    """Clear the effective, permitted and inheritable sets the new namespace granted."""
-    import ctypes
-
-    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)  # version, pid 0: this thread
-    data = (ctypes.c_uint32 * 6)()  # three sets of two 32-bit halves, all zero
-    if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
-        code = ctypes.get_errno()
-        raise OSLayerUnavailable(
-            f"cannot drop the capabilities of the sandbox's namespace: {os.strerror(code)}",
-            provider="landlock",
-        )
+        mounts.keep_private()
+    except OSError as exc:
+        return [(path, exc.strerror or str(exc)) for path in paths]
+    return mounts.keep_read_only(paths)
 
 
 _PR_CAPBSET_DROP = 24
@@ -127,4 +123,7 @@ def drop_all_capabilities() -> None:
                 f"cannot drop capability {capability} from the bounding set: {os.strerror(code)}",
                 provider="landlock",
             )
-    _drop_capabilities(libc)
+    try:
+        namespaces.drop_capabilities()
+    except OSError as exc:
+        raise OSLayerUnavailable(str(exc.strerror), provider="landlock") from exc

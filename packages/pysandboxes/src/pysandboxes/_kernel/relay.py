@@ -1,8 +1,8 @@
 """Waiting for a process while forwarding the signals meant for the program.
 
-Two processes wait this way: the trusted side's waiter, for the sandboxed interpreter or
-the provider's program in front of it, and pid 1 of an ``unshare`` namespace, for the
-program it forked (``unshare.become_init``). Mechanism only: it knows pids and
+Three processes wait this way: the trusted side's waiter, for the sandboxed interpreter or
+the provider's program in front of it, and the processes in front of the program in its
+pid namespace (``lifetime``): the one outside it, and its pid 1. Mechanism only: it knows pids and
 signals, nothing of rules.
 """
 
@@ -24,8 +24,11 @@ WATCHED = frozenset({*FORWARDED, signal.SIGCHLD})
 _SI_KERNEL = 0x80  # si_code of a signal the kernel sent, e.g. a terminal's ^C to the group
 
 
-def wait(pid: int, relay: str = "") -> int:
+def wait(pid: int, relay: str = "", *, reap_others: bool = False) -> int:
     """Forward signals to the program until ``pid`` ends; return its wait status.
+
+    ``reap_others``: reap every other child too, as they end (pid 1 of a namespace, to
+    which the program's orphans go: they would stay zombies until the namespace ends).
 
     The caller has blocked ``WATCHED``. ``relay`` says where the program is:
 
@@ -43,9 +46,28 @@ def wait(pid: int, relay: str = "") -> int:
             if info.si_code != _SI_KERNEL or relay == "session":
                 _forward(pid, relay, info.si_signo)
             continue
-        done, status = os.waitpid(pid, os.WNOHANG)
+        if not reap_others:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done == pid:
+                return status
+            continue
+        ended = _reap_all(pid)
+        if ended is not None:
+            return ended
+
+
+def _reap_all(pid: int) -> int | None:
+    """Reap every child that ended; ``pid``'s wait status if it is one of them."""
+    found = None
+    while True:
+        try:
+            done, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return found
+        if done == 0:
+            return found
         if done == pid:
-            return status
+            found = status
 
 
 def _forward(pid: int, relay: str, number: int) -> None:

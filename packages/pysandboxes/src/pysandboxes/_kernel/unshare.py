@@ -15,8 +15,9 @@ through a program it starts.
 
 The sandboxed interpreter starts as pid 1 of its namespace, and pid 1 ignores every
 signal it has no handler for, ``SIGTERM`` included. So it forks at once
-(``become_init``): the parent stays pid 1, relays the signals the trusted side forwards
-and ends as the program ends; the program runs as pid 2 with ordinary signal semantics.
+(``lifetime.own_process_tree``): the parent stays pid 1, relays the signals the trusted
+side forwards and ends as the program ends, taking every process of the namespace with it;
+the program runs as pid 2 with ordinary signal semantics.
 """
 
 from __future__ import annotations
@@ -88,25 +89,3 @@ def _last_capability() -> int:
 
 def _error(code: int, what: str) -> OSError:
     return OSError(code, f"cannot {what}: {os.strerror(code)}")
-
-
-def become_init() -> None:
-    """When this process is pid 1 of its namespace, fork: the parent relays and waits.
-
-    Returns in the child only (the program's process). The parent never returns: it
-    forwards the signals it is sent to the child, and exits as the child did (a child
-    killed by a signal gives the status 128 + signal, as pid 1 cannot die by one).
-    """
-    if os.getpid() != 1:
-        return
-    import signal
-
-    from pysandboxes._kernel.relay import WATCHED, wait
-
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
-    pid = os.fork()
-    if pid == 0:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-        return
-    status = wait(pid)
-    os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))

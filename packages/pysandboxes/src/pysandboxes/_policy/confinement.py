@@ -16,10 +16,11 @@ them. That list is short on purpose and never holds ``/``, ``/etc``, ``/home``, 
   directories of commands (``/usr/bin``, ``/bin``, ``/usr/local/bin``, ``/usr/sbin``,
   ``/sbin``), so that ``subprocess.run(["ls"])`` works as the rule says.
 
-What the kernel cannot express stays with the Python layer alone: ``ignore=`` patterns and
-the protection of the rule files inside a read-write exposure (Landlock only adds rights,
-never takes a subtree back), hosts and addresses (Landlock knows TCP ports), UDP, and
-``DENY`` network rules.
+What Landlock cannot express stays with the Python layer alone: ``ignore=`` patterns
+(Landlock only adds rights, never takes a subtree back), hosts and addresses (Landlock
+knows TCP ports), UDP, and ``DENY`` network rules. The rule files inside a read-write
+exposure are listed apart (``read_only``): a provider that can make a mount namespace binds
+them read-only onto themselves.
 """
 
 from __future__ import annotations
@@ -156,7 +157,25 @@ def compile_plan(
         tcp_connect=tcp_ports(policy.net, "OUT") if network else (),
         tcp_bind=tcp_ports(policy.net, "IN") if network else (),
         unix_sockets=may_use_unix_sockets(policy),
+        read_only=rule_files_inside(policy, write),
     )
+
+
+def rule_files_inside(policy: Policy, write: Iterable[str]) -> tuple[str, ...]:
+    """The rule files (and the ``learn=`` output) that exist, as real paths, inside a
+    writable path: what the sandbox could rewrite for its next run."""
+    import os
+
+    from pysandboxes._policy.view import within
+
+    places = [os.path.realpath(path) for path in write]
+    files = [*policy.rule_files, *([policy.learn.value] if policy.learn is not None else [])]
+    found: list[str] = []
+    for path in files:
+        real = os.path.realpath(path)
+        if os.path.isfile(real) and any(within(real, place) for place in places):
+            found.append(real)
+    return _unique(found)
 
 
 def _unique(paths: Iterable[str]) -> tuple[str, ...]:

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from pysandboxes._record import record
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
 #: Concern names an ``AppliedLayer`` lists (also its ``missing`` keys).
 FILES = "files"
 EXECUTE = "execute"
@@ -28,6 +32,7 @@ KERNEL_INTERFACES = "kernel-interfaces"
 UNIX_SOCKETS = "unix-sockets"
 IPC = "ipc"
 SOCKET_PROTOCOLS = "socket-protocols"
+RULE_FILES = "rule-files"
 
 
 @record
@@ -54,6 +59,9 @@ class ConfinementPlan:
             where one connects (any socket file of the host), so they are refused unless
             the rules may need one: a read-write exposure (where a socket may live) or
             programs to start (``multiprocessing`` talks through them).
+        read_only: files inside ``write`` that must stay unchanged (the rule files):
+            Landlock cannot take a file back from a directory it granted, a read-only bind
+            of the file onto itself in a mount namespace can.
     """
 
     read: tuple[str, ...] = ()
@@ -67,6 +75,7 @@ class ConfinementPlan:
     scope_signals: bool = True
     scope_abstract_sockets: bool = True
     unix_sockets: bool = True
+    read_only: tuple[str, ...] = ()
 
 
 @record
@@ -92,6 +101,16 @@ class AppliedLayer:
     def enforces(self, concern: str) -> bool:
         """Whether ``concern`` (one of this module's names) is enforced by the kernel."""
         return concern in self.enforced
+
+    def plus(self, enforced: Iterable[str], missing: Iterable[tuple[str, str]]) -> AppliedLayer:
+        """This layer, with more concerns enforced and missing."""
+        return AppliedLayer(
+            self.provider,
+            self.abi,
+            (*self.enforced, *enforced),
+            (*self.missing, *missing),
+            self.skipped,
+        )
 
     def with_missing(self, concern: str, reason: str) -> AppliedLayer:
         """This layer, with ``concern`` not enforced, for ``reason``."""

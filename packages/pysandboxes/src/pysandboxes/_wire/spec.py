@@ -28,10 +28,13 @@ KERNEL_LAYERED = ("landlock", *WRAPPING)
 #: standard one (``fnmatch.py``) would otherwise run before the kernel layer and the guards.
 #: ``main`` gets the path CPython made; the runner restores it, with the program's directory
 #: first, once everything is in place. It puts this package on the path, takes it off
-#: again, and starts ``pysandboxes._inside.bootstrap.main``.
+#: again, and starts ``pysandboxes._inside.bootstrap.main``. First of all, while the
+#: process is small, it puts the program below a pid 1 of its own (``_kernel.lifetime``):
+#: ``sys.argv`` holds the spec's descriptor, then the provider.
 BOOT = (
     "import sys;_p=sys.path[:];sys.path[:]=[p for p in _p if p];"
     "sys.path.insert(0,{path!r});"
+    "from pysandboxes._kernel.lifetime import begin as _b;_b(sys.argv[2]);"
     "from pysandboxes._inside.bootstrap import main as _m;"
     "from pysandboxes._inside.runner import run as _r;"
     "del sys.path[0];_r(*_m(_p))"

@@ -76,11 +76,12 @@ class Summary:
     unwritten: tuple[str, ...] = ()
 
 
-def conclude(plan: Plan, chunks: list[bytes]) -> Summary | None:
+def conclude(plan: Plan, chunks: list[bytes], *, refusal: str = "") -> Summary | None:
     """Write the learned rules; return the summary. Report, never raise: the waiter
-    must still end as the program ended, and remove its temporary directory."""
+    must still end as the program ended, and remove its temporary directory.
+    ``refusal``: why nothing may be written (the rules are then only shown)."""
     try:
-        return _conclude(plan, chunks)
+        return _conclude(plan, chunks, refusal)
     except Exception as exc:  # a bug here must not cost the program's exit status
         # The failure may come after the file was written: say so.
         print(
@@ -107,7 +108,7 @@ def show(summary: Summary, renderer: str = "") -> None:
         print(line, file=sys.stderr)
 
 
-def _conclude(plan: Plan, chunks: list[bytes]) -> Summary:
+def _conclude(plan: Plan, chunks: list[bytes], refusal: str) -> Summary:
     sys.path[:0] = [p for p in plan.path if p not in sys.path]
     from pysandboxes._host.learning.rules import Context, drop_contradictions, learn
     from pysandboxes._wire.codec import decode_events
@@ -134,6 +135,10 @@ def _conclude(plan: Plan, chunks: list[bytes]) -> Summary:
         notes.append(plan.advice)
     shown = _shown(plan.output, plan.cwd)
     existed = os.path.exists(plan.output)
+    if refusal:
+        notes.append(refusal)
+        notes.append("the rules learned are below: add them yourself once nothing runs")
+        return _summary(learned, notes, shown, unwritten=True)
     if digest(plan.output) != plan.digest:
         notes.append(f"{shown} changed while the program ran: nothing is written to it")
         notes.append("check the file, then learn again; the rules learned are below")

@@ -40,7 +40,10 @@ class Resolver:
         self._fsdecode: Callable[[bytes], str] = os.fsdecode
         self._dirs: dict[str, str] = {}
         self._links: dict[str, bool] = {}
-        self._own_proc = f"/proc/{os.getpid()}"
+        try:  # the pid /proc knows: a pid namespace's own /proc, or the host's
+            self._own_proc = "/proc/" + os.readlink("/proc/self")
+        except OSError:
+            self._own_proc = f"/proc/{os.getpid()}"
 
     def forget(self) -> None:
         """Drop cached resolutions: the namespace may have changed."""

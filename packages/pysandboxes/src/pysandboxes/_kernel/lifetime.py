@@ -1,0 +1,196 @@
+"""Nothing the program starts outlives it: the program runs in a pid namespace of its own.
+
+When pid 1 of a pid namespace exits, the kernel kills every other process in it, and
+refuses any new one, before its parent sees it exit: no fork, however deep or fast, can
+race that. So the sandboxed interpreter runs below a pid 1 that ends with it, set up by
+``begin`` first thing, before the boot imports anything else (a fork of a small process
+costs the program few copied pages):
+
+- under ``landlock`` and ``subprocess``, the interpreter makes the namespace itself (with
+  a user namespace when not root) and forks its pid 1, which forks the program: three
+  processes, ``outside`` (the trusted side's child, in the host's pid namespace), ``init``
+  (pid 1) and the program (pid 2). Pid 1 also mounts a ``/proc`` of the namespace (in a
+  mount namespace of its own, where the host allows it): the host's would show another
+  process at the program's pid;
+- under ``unshare``, the interpreter is pid 1 already, and forks the program;
+- under ``bwrap``, bwrap's own init is pid 1 and exits with the program.
+
+Pid 1 ignores every signal it has no handler for, ``SIGTERM`` included, which is why the
+program never is pid 1. ``outside`` and ``init`` relay the signals the trusted side
+forwards, and end as the program ended: ``outside`` dies by the program's signal (pid 1
+cannot, so ``init`` tells it through a pipe), which the trusted side's waiter reports.
+Each dies with its parent (``PR_SET_PDEATHSIG``): python-sb killed, the namespace goes too;
+each gives up its capabilities and lets no process write its memory. The trusted side's
+waiter still sweeps its own descendants and checks that none is left (``_host.waiter``):
+the namespace is what makes that sweep certain, not what replaces it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from pysandboxes._kernel.relay import WATCHED, wait
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import ctypes
+    from collections.abc import Callable, Iterable
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWPID = 0x20000000
+#: Why this process's program is not below a pid 1 of its own, when it is not (the applied
+#: layer says it): empty otherwise.
+refused: list[str] = []
+
+
+def begin(provider: str) -> None:
+    """Put the rest of this interpreter (the program) below a pid 1 that ends with it, as
+    ``provider`` needs (see the module docstring). Returns in the program's process only;
+    when no namespace can be made, runs the program here (the trusted side's sweep is
+    then all there is) and says why in ``refused``."""
+    if provider == "unshare" and os.getpid() == 1:
+        _init(None, drop=_drop_unshare)
+    elif provider in ("landlock", "subprocess"):
+        drop = _separate()
+        if provider == "subprocess":
+            # No kernel layer follows to drop what the user namespace gave, nor to take
+            # the mechanism's ctypes out of the program's reach.
+            if drop is not None:
+                drop()
+            _forget_ctypes()
+
+
+def _separate() -> Callable[[], None] | None:
+    """Make the namespace and the processes in front of the program; return, in the
+    program, how to drop the capabilities a user namespace gave (``None``: none)."""
+    from pysandboxes._kernel import namespaces
+
+    proc = True
+    try:
+        userns = namespaces.enter(_CLONE_NEWPID | _CLONE_NEWNS)
+    except OSError:
+        try:
+            userns, proc = namespaces.enter(_CLONE_NEWPID), False
+        except OSError as again:
+            refused.append(again.strerror or str(again))
+            return None
+    _outside(proc=proc)
+    return namespaces.drop_capabilities if userns else None
+
+
+def _outside(*, proc: bool) -> None:
+    """Fork pid 1 of the new namespace; relay to it and end as the program did."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    reader, writer = os.pipe()
+    _prctl(_PR_SET_DUMPABLE, 0)  # before any process of the namespace exists
+    pid = os.fork()
+    if pid == 0:
+        os.close(reader)
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # outside gone: the whole namespace goes
+        if proc:
+            from pysandboxes._kernel import mounts
+
+            try:
+                mounts.keep_private()
+                mounts.mount_proc()
+            except OSError:
+                pass  # the host's /proc stays: only what it shows is off
+        _init(writer, previous, drop=_drop)
+        return
+    os.close(writer)
+    _drop()
+    _guard_self()
+    status = wait(pid)
+    reported = os.read(reader, 4)
+    if len(reported) == 4:
+        status = int.from_bytes(reported, "little", signed=True)
+    _end_as(status)
+
+
+def _init(
+    status_fd: int | None,
+    previous: Iterable[int] | None = None,
+    *,
+    drop: Callable[[], None] | None = None,
+) -> None:
+    """As pid 1: fork the program, relay to it, reap orphans, exit as it did (the raw
+    status goes to ``status_fd`` for the process outside). Returns in the program."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
+    previous = blocked if previous is None else previous
+    _prctl(_PR_SET_DUMPABLE, 1)  # the program's own (the processes in front are not)
+    pid = os.fork()
+    if pid == 0:
+        if status_fd is not None:
+            os.close(status_fd)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        return
+    if drop is not None:
+        drop()
+    _guard_self()
+    status = wait(pid, reap_others=True)
+    if status_fd is not None:
+        os.write(status_fd, status.to_bytes(4, "little", signed=True))
+    os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+
+
+def _guard_self() -> None:
+    """No process may write this one's memory (``/proc/<pid>/mem``, ptrace): it runs
+    outside the walls the program gets, and the one outside the namespace could start
+    processes the namespace's end would not take along."""
+    _prctl(_PR_SET_DUMPABLE, 0)
+    if os.getpid() != 1:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _drop() -> None:
+    """Give up the capabilities this relay holds (a user namespace's, or root's): it
+    needs none."""
+    from pysandboxes._kernel import namespaces
+
+    try:
+        namespaces.drop_capabilities()
+    except OSError:
+        pass  # it only relays: nothing it does needs them, nothing breaks with them
+
+
+def _drop_unshare() -> None:
+    from pysandboxes._kernel.unshare import drop_capabilities
+
+    try:
+        drop_capabilities()
+    except OSError:
+        pass  # pid 1 only relays; the program's own drop is checked, and stops the run
+
+
+def _end_as(status: int) -> None:
+    """Exit with the program's status, or die by its signal."""
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        if number not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(number, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {number})
+        os.kill(os.getpid(), number)
+        os._exit(128 + number)  # a signal whose default is not to end
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+def _prctl(option: int, value: int) -> None:
+    _libc().prctl(option, value, 0, 0, 0)
+
+
+def _libc() -> ctypes.CDLL:
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _forget_ctypes() -> None:
+    """The mechanism's ctypes must not stay imported in the program: a cached module
+    skips the import check that keeps ctypes from a program without a native grant."""
+    import sys
+
+    for name in [n for n in sys.modules if n.partition(".")[0] in ("ctypes", "_ctypes")]:
+        del sys.modules[name]

@@ -1,0 +1,189 @@
+"""Attack class: a rule file planted where the rule search of the next run looks first.
+
+The search looks next to the script before the working directory, and in
+``pyproject.toml`` when no rule file is found: a rule file the sandbox makes in a
+writable place the search visits first rules the next run instead of the reviewed one.
+The Python layer refuses the name; native code does not ask it, and no kernel layer can
+refuse one new name in a directory it lets the sandbox write. So the trusted side notes
+at start which of those places hold no rule file, and at exit, once nothing of the
+program runs, moves a new one aside and says so: the next run reads the reviewed rules.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pysandboxes._host.select import unavailable_reason
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
+    from conftest import Runner
+
+PROVIDERS = ("landlock", "subprocess", "unshare", "bwrap")
+
+# Native code makes a file: the Python layer is not asked.
+PLANT = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.open(sys.argv[1].encode(), 0o1101, 0o644)  # O_WRONLY | O_CREAT | O_TRUNC
+if fd < 0:
+    print("REFUSED", ctypes.get_errno())
+else:
+    libc.write(fd, {text!r}, {size})
+    libc.close(fd)
+    print("DONE")
+"""
+APPEND = """
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.open(sys.argv[1].encode(), 0o2001)  # O_WRONLY | O_APPEND
+if fd < 0:
+    print("REFUSED", ctypes.get_errno())
+else:
+    libc.write(fd, {text!r}, {size})
+    libc.close(fd)
+    print("DONE")
+"""
+TABLE = b'\n[tool.py-sandboxes]\nexpose-ro = ["/"]\n'
+
+
+def _native(body: str, text: bytes) -> str:
+    return body.format(text=text, size=len(text))
+
+
+def _rules_shown(sb: Runner, *program: str) -> str:
+    """The rule file the next run reads, as ``--show-rules`` names it."""
+    return sb("--show-rules", *program).stdout
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_cant_plant_a_rule_file_next_to_the_script(
+    sb: Runner, py: Runner, project: Path, provider: str
+) -> None:
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider} cannot run here: {reason}")
+    tools = project / "tools"
+    tools.mkdir()
+    (tools / "main.py").write_text(_native(PLANT, b"expose-ro=/\n"))
+    reviewed = (
+        "expose-ro=.\nexpose-rw=./tools\npython-api=ALLOW:native\npython-import=*\n"
+        f"os-sandbox={provider}\n"
+    )
+    (project / ".py-sandboxes").write_text(reviewed)
+    planted = tools / ".py-sandboxes"
+    # Control: made under plain python, the file rules the next run of the script.
+    assert py("tools/main.py", "tools/.py-sandboxes").stdout == "DONE\n"
+    assert "tools/.py-sandboxes" in _rules_shown(sb, "tools/main.py")
+    planted.unlink()
+    result = sb("tools/main.py", "tools/.py-sandboxes")
+    assert result.stdout == "DONE\n", result.stderr  # no kernel refuses a new name there
+    assert not planted.exists(), "the planted rule file stayed"
+    assert (tools / ".py-sandboxes.planted").read_text() == "expose-ro=/\n"
+    assert "tools/.py-sandboxes appeared while the program ran" in result.stderr
+    shown = _rules_shown(sb, "tools/main.py")
+    assert "tools/.py-sandboxes" not in shown
+    assert "expose-rw=./tools" in shown
+    assert (project / ".py-sandboxes").read_text() == reviewed
+
+
+def test_cant_plant_a_rule_file_under_the_configured_name_nor_the_default(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # --pysandboxes-config NAME is searched like the default name; a file of either name
+    # planted next to the script rules a later run, with or without the option.
+    tools = project / "tools"
+    tools.mkdir()
+    (tools / "main.py").write_text(_native(PLANT, b"expose-ro=/\n"))
+    (project / "custom.rules").write_text(
+        "expose-ro=.\nexpose-rw=./tools\npython-api=ALLOW:native\npython-import=*\n"
+    )
+    for name in ("custom.rules", ".py-sandboxes"):
+        assert py("tools/main.py", f"tools/{name}").stdout == "DONE\n"
+        (tools / name).unlink()
+        result = sb("--pysandboxes-config", "custom.rules", "tools/main.py", f"tools/{name}")
+        assert result.stdout == "DONE\n", result.stderr
+        assert not (tools / name).exists(), f"tools/{name} stayed"
+        assert f"tools/{name} appeared while the program ran" in result.stderr
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_cant_give_pyproject_a_table_of_rules(
+    sb: Runner, py: Runner, project: Path, provider: str
+) -> None:
+    # No rule file: the rules come from the command line, and the search would read a
+    # [tool.py-sandboxes] table of pyproject.toml next time.
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider} cannot run here: {reason}")
+    pyproject = project / "pyproject.toml"
+    original = '[project]\nname = "demo"\n'
+    pyproject.write_text(original)
+    (project / "app.py").write_text(_native(APPEND, TABLE))
+    rules = (
+        "--expose-rw=.",
+        "--python-api=ALLOW:native",
+        "--python-import=*",
+        f"--os-sandbox={provider}",
+    )
+    assert py("app.py", "pyproject.toml").stdout == "DONE\n"
+    assert "pyproject.toml" in _rules_shown(sb, "app.py")
+    pyproject.write_text(original)
+    result = sb(*rules, "app.py", "pyproject.toml")
+    assert result.stdout == "DONE\n", result.stderr
+    assert pyproject.read_text() == original
+    assert "[tool.py-sandboxes]" in (project / "pyproject.toml.planted").read_text()
+    assert "pyproject.toml was changed while the program ran" in result.stderr
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_cant_create_a_missing_include_natively(
+    sb: Runner, py: Runner, project: Path, provider: str
+) -> None:
+    # An include that does not exist yet is read by the next run once it does.
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider} cannot run here: {reason}")
+    (project / "profiles").mkdir()
+    (project / "app.py").write_text(_native(PLANT, b"expose-ro=/\n"))
+    (project / ".py-sandboxes").write_text(
+        'expose-ro=.\nexpose-rw=./profiles\ninclude "profiles/extra.profile"\n'
+        f"python-api=ALLOW:native\npython-import=*\nos-sandbox={provider}\n"
+    )
+    include = project / "profiles" / "extra.profile"
+    assert py("app.py", "profiles/extra.profile").stdout == "DONE\n"
+    assert "expose-ro=/" in _rules_shown(sb, "app.py")
+    include.unlink()
+    result = sb("app.py", "profiles/extra.profile")
+    assert result.stdout == "DONE\n", result.stderr
+    assert not include.exists(), "the include made by the sandbox stayed"
+    assert "profiles/extra.profile appeared while the program ran" in result.stderr
+    assert "expose-ro=/\n" not in _rules_shown(sb, "app.py")
+
+
+def test_cant_keep_a_planted_rule_file_by_taking_the_name_it_is_moved_to(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # The names a planted file is moved to are taken first (a directory cannot be
+    # renamed over): it is moved to a name the program could not foresee.
+    tools = project / "tools"
+    tools.mkdir()
+    (tools / "main.py").write_text(
+        "import ctypes, os\n"
+        "libc = ctypes.CDLL(None)\n"
+        "libc.mkdir(b'tools/.py-sandboxes.planted', 0o755)\n"
+        + _native(PLANT, b"expose-ro=/\n").replace("import ctypes, sys\n", "import sys\n")
+    )
+    (project / ".py-sandboxes").write_text(
+        "expose-ro=.\nexpose-rw=./tools\npython-api=ALLOW:native\npython-import=*\n"
+    )
+    assert py("tools/main.py", "tools/.py-sandboxes").stdout == "DONE\n"
+    assert "tools/.py-sandboxes" in _rules_shown(sb, "tools/main.py")
+    (tools / ".py-sandboxes").unlink()
+    (tools / ".py-sandboxes.planted").rmdir()
+    result = sb("tools/main.py", "tools/.py-sandboxes")
+    assert result.stdout == "DONE\n", result.stderr
+    assert not (tools / ".py-sandboxes").exists(), "the planted rule file stayed"
+    assert "moved to tools/.py-sandboxes.planted-" in result.stderr
