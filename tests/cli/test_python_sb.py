@@ -187,8 +187,8 @@ def plain_screen(text: str) -> str:
 def drive(terminal: Terminal, prompt: str) -> str:
     # The default provider on this machine is Landlock, and the banner says so.
     terminal.read_until(
-        "APIs are LIMITED according to the rules in '.py-sandboxes' "
-        "and by the os-sandbox='landlock'"
+        "Limited by the rules in '.py-sandboxes', enforced by the Python layer "
+        "and os-sandbox=landlock"
     )
     terminal.read_until(prompt)
     terminal.type("6 * 7")
@@ -297,12 +297,16 @@ def test_a_start_up_refusal_has_its_own_heading(sb: Runner, python_sb: str, proj
 def test_the_banner_names_the_kernel_provider() -> None:
     from pysandboxes._inside.repl import banner
 
-    assert "and by the os-sandbox='landlock'" in banner(".py-sandboxes", provider="landlock")
+    assert "the Python layer and os-sandbox=landlock" in banner(
+        ".py-sandboxes", provider="landlock"
+    )
     assert "by the Python layer alone" in banner(".py-sandboxes", provider="subprocess")
     assert "NOT SANDBOXED" in banner(".py-sandboxes", provider="none")
     alone = banner(".py-sandboxes", provider="landlock", python_layer=False)
-    assert "by the os-sandbox='landlock' alone (py-sandbox=false: no Python layer)" in alone
+    assert "enforced by os-sandbox=landlock alone (py-sandbox=false: no Python layer)" in alone
     assert "NOT SANDBOXED" in banner(".py-sandboxes", python_layer=False)
+    # Plain text: a terminal shows no markup.
+    assert "**" not in banner(".py-sandboxes", provider="landlock")
 
 
 def test_a_learning_session_says_it_learns(python_sb: str, project: Path) -> None:
@@ -311,11 +315,11 @@ def test_a_learning_session_says_it_learns(python_sb: str, project: Path) -> Non
     env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
     terminal = Terminal([python_sb], project, env)
     try:
-        terminal.read_until("API calls are LEARNED and saved in '.py-sandboxes'")
+        terminal.read_until("LEARNING: nothing is refused")
         screen = plain_screen(terminal.read_until("⚠ "))
     finally:
         terminal.close()
-    assert "APIs are LIMITED" not in screen
+    assert "Limited by the rules" not in screen
 
 
 def test_the_prompt_after_a_program_run_with_i_is_marked(python_sb: str, project: Path) -> None:

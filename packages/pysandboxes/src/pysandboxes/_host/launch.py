@@ -107,6 +107,12 @@ class LaunchRequest:
     first_run: bool = True
 
 
+#: One line on stderr for a run without a kernel layer, or without any layer.
+_WEAK_NOTICES = {
+    "subprocess": "python-sb: os-sandbox=subprocess ({0}): no kernel layer; the Python layer "
+    "alone enforces the rules",
+    "none": "python-sb: os-sandbox=none ({0}): this run is NOT sandboxed, no rule is enforced",
+}
 _NO_RULES = (
     "no rule file was found (a new one would be {0}): the sandbox would have no rules. Pass "
     "sandboxes_config='path/to/.py-sandboxes', rules as keywords (expose_ro='./data'), or "
@@ -166,6 +172,8 @@ def build_spec(
     learning = None
     if output is not None:
         learning, child_env = start_learning(output, policy, env, child_env, selection.provider)
+    elif selection.provider in _WEAK_NOTICES:  # said on every run, terminal or not
+        print(_WEAK_NOTICES[selection.provider].format(selection.source), file=sys.stderr)
     if request.program.kind == "repl" and "TERM" in env and "TERM" not in child_env:
         # The interactive session draws on the terminal; TERM says how, nothing more.
         child_env["TERM"] = env["TERM"]

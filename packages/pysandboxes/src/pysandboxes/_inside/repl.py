@@ -33,25 +33,28 @@ def banner(
     kernel layer stands behind the rules, and ``py-sandbox=false`` that no Python layer does.
     """
     if provider == "none":
-        rules = "**NOT SANDBOXED: os-sandbox='none' runs this session with no guard**"
+        rules = "NOT SANDBOXED: os-sandbox=none, no rule is enforced in this session"
     elif learning:
-        rules = f"**API calls are LEARNED and saved in '{rule_file}' at the end of the session**"
+        rules = (
+            "LEARNING: nothing is refused; the files, variables, network and calls used "
+            f"here are written to '{rule_file}' when the session ends"
+        )
     elif not python_layer and provider == "subprocess":
-        rules = "**NOT SANDBOXED: py-sandbox=false and os-sandbox='subprocess' leave no layer**"
+        rules = "NOT SANDBOXED: py-sandbox=false and os-sandbox=subprocess leave no layer"
     elif not python_layer:
         rules = (
-            f"**APIs are LIMITED according to the rules in '{rule_file}' "
-            f"by the os-sandbox='{provider}' alone (py-sandbox=false: no Python layer)**"
+            f"Limited by the rules in '{rule_file}', enforced by os-sandbox={provider} "
+            "alone (py-sandbox=false: no Python layer)"
         )
     elif provider != "subprocess":
         rules = (
-            f"**APIs are LIMITED according to the rules in '{rule_file}' "
-            f"and by the os-sandbox='{provider}'**"
+            f"Limited by the rules in '{rule_file}', enforced by the Python layer "
+            f"and os-sandbox={provider}"
         )
     else:
         rules = (
-            f"**APIs are LIMITED according to the rules in '{rule_file}', "
-            "by the Python layer alone (os-sandbox='subprocess': no kernel layer)**"
+            f"Limited by the rules in '{rule_file}', enforced by the Python layer alone "
+            "(os-sandbox=subprocess: no kernel layer)"
         )
     return (
         f"SANDBOXES Python {sys.version} on {sys.platform}\n{rules}\n"
@@ -75,16 +78,53 @@ def interact(
     try:
         import IPython
     except ImportError:
-        _standard(namespace, text)
-        return
-    _ipython(IPython, namespace, text, tempdir)
+        IPython = None  # outside the except: no error typed later chains to this one
+    if IPython is None:
+        _standard(namespace, text, tempdir)
+    else:
+        _ipython(IPython, namespace, text, tempdir)
 
 
-def _standard(namespace: dict[str, Any], text: str) -> None:
+def _standard(namespace: dict[str, Any], text: str, tempdir: str | None) -> None:
+    """The standard console, with completion and history as ``python3`` has them; the
+    history lives in the sandbox's private directory, never in the user's home."""
     import code
 
     sys.ps1, sys.ps2 = PS1, PS2
-    code.interact(banner=text, local=namespace, exitmsg="")
+    history = _readline(namespace, tempdir)
+    try:
+        code.interact(banner=text, local=namespace, exitmsg="")
+    finally:
+        if history is not None:
+            history()
+
+
+def _readline(namespace: dict[str, Any], tempdir: str | None) -> Any:
+    """Tab completion on ``namespace`` and a history file; returns what saves it."""
+    if not sys.stdin.isatty():
+        return None
+    try:
+        import readline
+        import rlcompleter
+    except ImportError:
+        return None
+    readline.set_completer(rlcompleter.Completer(namespace).complete)
+    readline.parse_and_bind("tab: complete")
+    if tempdir is None:
+        return None
+    path = os.path.join(tempdir, "python_history")
+    try:
+        readline.read_history_file(path)
+    except OSError:
+        pass  # the first session: no history yet
+
+    def save() -> None:
+        try:
+            readline.write_history_file(path)
+        except OSError:
+            pass
+
+    return save
 
 
 def _ipython(ipython: Any, namespace: dict[str, Any], text: str, tempdir: str | None) -> None:

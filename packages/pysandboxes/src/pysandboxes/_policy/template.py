@@ -146,7 +146,8 @@ py-sandbox=true
 #   subprocess  a separate process, guarded by the Python layer only
 #   none        no kernel layer
 # A provider that cannot run on this host stops the start and says why: it never falls
-# back to a weaker one. OS_SANDBOX=subprocess in the environment picks another for one run.
+# back to a weaker one. OS_SANDBOX=bwrap in the environment picks another kernel provider for
+# one run (never subprocess or none: nothing in the environment weakens the rules).
 os-sandbox=${OS_SANDBOX:-landlock}
 # Provider options take the provider's name as a prefix:
 #bwrap.hostname=sandbox
