@@ -94,8 +94,11 @@ class LaunchRequest:
         learn: ``--learn[=FILE]``: ``None`` when absent, ``""`` for the rule file in use.
         summary: ``module:function`` that prints a learning run's summary (the front end's
             own rendering); plain text when empty. The waiter imports it by name.
-        first_run: with no rule file and no rule given, learn (``python-sb``'s first run);
-            when false (partial mode), refuse to start instead: nothing learns unasked.
+        first_run: with no rule file and no rule given, learn (``python-sb``'s first run,
+            once the user said yes); when false, refuse to start instead, saying how to
+            learn: nothing learns unasked.
+        learn_start: what a new rule file starts with (``template``, ``short``,
+            ``rules``); by default the template, or the rules alone for ``--learn=FILE``.
     """
 
     program: Program
@@ -105,6 +108,7 @@ class LaunchRequest:
     learn: str | None = None
     summary: str = ""
     first_run: bool = True
+    learn_start: str = ""
 
 
 #: One line on stderr for a run without a kernel layer, or without any layer.
@@ -171,7 +175,10 @@ def build_spec(
         raise ConfigSyntaxError([ConfigIssue("<sandboxes()>", 0, _NO_RULES.format(found.default))])
     learning = None
     if output is not None:
-        learning, child_env = start_learning(output, policy, env, child_env, selection.provider)
+        start = request.learn_start or ("rules" if request.learn else "template")
+        learning, child_env = start_learning(
+            output, policy, env, child_env, selection.provider, start
+        )
     elif selection.provider in _WEAK_NOTICES:  # said on every run, terminal or not
         print(_WEAK_NOTICES[selection.provider].format(selection.source), file=sys.stderr)
     if request.program.kind == "repl" and "TERM" in env and "TERM" not in child_env:

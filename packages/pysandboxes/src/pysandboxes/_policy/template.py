@@ -157,3 +157,15 @@ os-sandbox=${OS_SANDBOX:-landlock}
 # line are then refused.
 # learn=false
 """
+
+
+#: What a first run's rule file starts with: a few lines, not the whole template.
+SHORT = """\
+# The rules of this program for python-sb (Py-Sandboxes), learned from what it did.
+# Each line below is a right the program has: review them. Nothing else is allowed.
+# `python-sb --template` prints every key, commented; `python-sb --learn ...` adds what
+# a new run needs.
+"""
+
+#: Where a new rule file starts, by the kind of learning run (see ``Plan.start``).
+STARTS = {"template": TEMPLATE, "short": SHORT, "rules": ""}

@@ -186,10 +186,13 @@ def _render_block(rules: Sequence[LearnedRule]) -> list[str]:
 # -- files on disk -------------------------------------------------------------------------
 
 
-def write_rule_file(path: Path, rules: Sequence[LearnedRule], *, now: datetime) -> Path | None:
+def write_rule_file(
+    path: Path, rules: Sequence[LearnedRule], *, now: datetime, initial: str = TEMPLATE
+) -> Path | None:
     """Write the learned rules into the rule file at ``path``.
 
-    A missing file is created from ``TEMPLATE`` with the rules inserted, mode 0644
+    A missing file is created from ``initial`` (the commented ``TEMPLATE`` by default)
+    with the rules inserted, mode 0644
     whatever the umask. An existing file is rewritten only when a rule is new: first
     copied to ``<name>.old`` (or ``.old_1``, ``.old_2``..., never overwriting a backup),
     then replaced atomically, with its permission bits kept (not its owner: the file is
@@ -200,7 +203,7 @@ def write_rule_file(path: Path, rules: Sequence[LearnedRule], *, now: datetime) 
     or nothing was new and nothing was written. Raises ``OSError`` as the system reports
     it; the file is then unchanged and no temporary file or new backup is left behind.
     """
-    return _rewrite(path, lambda text: insert_learned(text, rules, now=now), TEMPLATE)
+    return _rewrite(path, lambda text: insert_learned(text, rules, now=now), initial)
 
 
 def write_pyproject(path: Path, rules: Sequence[LearnedRule], *, now: datetime) -> Path | None:
