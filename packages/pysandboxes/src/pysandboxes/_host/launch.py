@@ -111,12 +111,6 @@ class LaunchRequest:
     learn_start: str = ""
 
 
-#: One line on stderr for a run without a kernel layer, or without any layer.
-_WEAK_NOTICES = {
-    "subprocess": "python-sb: os-sandbox=subprocess ({0}): no kernel layer; the Python layer "
-    "alone enforces the rules",
-    "none": "python-sb: os-sandbox=none ({0}): this run is NOT sandboxed, no rule is enforced",
-}
 _NO_RULES = (
     "no rule file was found (a new one would be {0}): the sandbox would have no rules. Pass "
     "sandboxes_config='path/to/.py-sandboxes', rules as keywords (expose_ro='./data'), or "
@@ -179,8 +173,6 @@ def build_spec(
         learning, child_env = start_learning(
             output, policy, env, child_env, selection.provider, start
         )
-    elif selection.provider in _WEAK_NOTICES:  # said on every run, terminal or not
-        print(_WEAK_NOTICES[selection.provider].format(selection.source), file=sys.stderr)
     if request.program.kind == "repl" and "TERM" in env and "TERM" not in child_env:
         # The interactive session draws on the terminal; TERM says how, nothing more.
         child_env["TERM"] = env["TERM"]
@@ -202,8 +194,8 @@ def build_spec(
         policy.python_layer and selection.provider != "none"
     )
     walls = learning is None and layers
-    if learning is None and not layers and not policy.python_layer:
-        _say_no_sandbox(policy, selection.provider)  # py-sandbox=false left no layer at all
+    if learning is None:
+        _say_what_is_missing(policy, selection.provider, selection.source, layers)
     tempdir = make_private_dir()
     try:
         refuse_planted_code(
@@ -236,15 +228,24 @@ def build_spec(
     return spec, child_env, learning
 
 
-def _say_no_sandbox(policy: Policy, provider: str) -> None:
-    """Say it when no layer is left: the rules are then enforced by nothing at all."""
+def _say_what_is_missing(policy: Policy, provider: str, source: str, layers: bool) -> None:
+    """One line on stderr, terminal or not, when a run lacks a layer: no kernel layer,
+    no Python layer, or none at all (the rules are then enforced by nothing)."""
     setting = policy.py_sandbox
-    where = f" ({setting.origin.where})" if setting is not None else ""
-    print(
-        f"python-sb: NOT SANDBOXED: py-sandbox=false{where} and os-sandbox='{provider}' "
-        "leave no layer to enforce the rules; only the environment is filtered.",
-        file=sys.stderr,
-    )
+    off = f"py-sandbox=false ({setting.origin.where})" if setting is not None else ""
+    if not layers:
+        why = f"{off} and os-sandbox={provider}" if off else f"os-sandbox={provider} ({source})"
+        line = f"NOT SANDBOXED: {why} leave no layer to enforce the rules"
+        line += "; only the environment is filtered."
+    elif not policy.python_layer:
+        line = f"{off}: no Python layer; the kernel layer (os-sandbox={provider}) alone"
+        line += " enforces the rules"
+    elif provider == "subprocess":
+        line = f"os-sandbox=subprocess ({source}): no kernel layer; the Python layer alone"
+        line += " enforces the rules"
+    else:
+        return
+    print(f"python-sb: {line}", file=sys.stderr)
 
 
 def spawn(
