@@ -54,7 +54,7 @@ from pysandboxes._wire.spec import (
     deferred,
     encode,
 )
-from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
+from pysandboxes.errors import ConfigIssue, ConfigRefusedError, ConfigSyntaxError
 
 #: The directory holding this package: the boot and waiter code put it on sys.path.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -111,6 +111,12 @@ class LaunchRequest:
     learn_start: str = ""
 
 
+_NO_RULES_CLI = (
+    "no rule file was found (a new one would be {0}), and no terminal is here to ask whether "
+    "to learn the rules: nothing was run. To learn them, run the program once with "
+    "python-sb --learn (nothing is refused while learning; review the file it writes). To "
+    "write them, start from python-sb --template > .py-sandboxes"
+)
 _NO_RULES = (
     "no rule file was found (a new one would be {0}): the sandbox would have no rules. Pass "
     "sandboxes_config='path/to/.py-sandboxes', rules as keywords (expose_ro='./data'), or "
@@ -127,6 +133,21 @@ def _implicit(tempdir: str) -> tuple[ExposeRule, ...]:
             real = os.path.realpath(store)
             rules.append(ExposeRule(real, False, os.path.isdir(real), _CERTIFICATES))
     return tuple(rules)
+
+
+def learns_unasked(request: LaunchRequest, cwd: str, env: Mapping[str, str]) -> str | None:
+    """The rule file a run of ``request`` would learn into because there is none yet and
+    nothing asked to learn; ``None`` when the run enforces rules or was asked to learn.
+
+    Raises:
+        ConfigSyntaxError: the rules cannot be used.
+    """
+    if request.learn is not None:
+        return None
+    policy, found = load_rules(request, cwd, env)
+    if found.path is not None or policy.learn is not None:
+        return None
+    return learning_output(None, policy, found, cwd, given=bool(request.extra_rules))
 
 
 def load_rules(
@@ -160,13 +181,11 @@ def build_spec(
         )
     child_env = resolve_env(policy, env)
     output = learning_output(request.learn, policy, found, cwd, given=bool(request.extra_rules))
-    if (
-        output is not None
-        and found.path is None
-        and request.learn is None
-        and not request.first_run
-    ):
-        raise ConfigSyntaxError([ConfigIssue("<sandboxes()>", 0, _NO_RULES.format(found.default))])
+    unasked = output is not None and found.path is None and request.learn is None
+    if unasked and not request.first_run:
+        partial = request.program.kind == "serve"
+        where, text = ("<sandboxes()>", _NO_RULES) if partial else ("<python-sb>", _NO_RULES_CLI)
+        raise ConfigRefusedError([ConfigIssue(where, 0, text.format(found.default))])
     learning = None
     if output is not None:
         start = request.learn_start or ("rules" if request.learn else "template")
