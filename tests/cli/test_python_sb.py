@@ -310,11 +310,13 @@ def test_the_banner_names_the_kernel_provider() -> None:
 
 
 def test_a_learning_session_says_it_learns(python_sb: str, project: Path) -> None:
-    # No rule file: the session learns, refuses nothing, and the banner says so rather
-    # than claiming limits.
+    # No rule file: once the user says yes, the session learns, refuses nothing, and the
+    # banner says so rather than claiming limits.
     env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
     terminal = Terminal([python_sb], project, env)
     try:
+        terminal.read_until(r"Learn now\? \[y/N\]")
+        terminal.type("y")
         terminal.read_until("LEARNING: nothing is refused")
         screen = plain_screen(terminal.read_until("⚠ "))
     finally:
@@ -343,7 +345,7 @@ def test_a_learning_session_learns_what_the_user_typed_not_the_shell(
     # line typed by the user on the stack, that is the shell's, not the user's to grant.
     env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
     env["HOME"] = str(project)
-    terminal = Terminal([python_sb], project, env)
+    terminal = Terminal([python_sb, "--learn"], project, env)
     try:
         terminal.read_until("⚠ ")
         terminal.type("import json")

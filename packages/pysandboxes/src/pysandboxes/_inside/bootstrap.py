@@ -270,6 +270,10 @@ def main(
         from pysandboxes._kernel.unshare import become_init
 
         become_init()  # pid 1 ignores unhandled signals: the program runs as pid 2
+    if program.kind == "repl" or sys.flags.inspect:
+        from pysandboxes._inside.repl import preload_line_editing
+
+        preload_line_editing()
     serve = None
     if serving is not None:
         from pysandboxes._inside.server import start

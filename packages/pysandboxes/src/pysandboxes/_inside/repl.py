@@ -100,31 +100,64 @@ def _standard(namespace: dict[str, Any], text: str, tempdir: str | None) -> None
 
 
 def _readline(namespace: dict[str, Any], tempdir: str | None) -> Any:
-    """Tab completion on ``namespace`` and a history file; returns what saves it."""
-    if not sys.stdin.isatty():
-        return None
-    try:
-        import readline
-        import rlcompleter
-    except ImportError:
-        return None
-    readline.set_completer(rlcompleter.Completer(namespace).complete)
+    """Tab completion on ``namespace`` and a history file; returns what saves it.
+
+    ``readline`` is the sandbox's to load (a program needs a ``native`` grant: its file
+    functions open paths no guard sees). Loaded here for the prompt, it keeps no file
+    function the typed code could call: those are taken off the module, and only the
+    history of the private directory is read and saved, by the session itself.
+    """
+    readline: Any = sys.modules.get("readline")
+    completer: Any = sys.modules.get("rlcompleter")
+    if readline is None or completer is None:
+        return None  # not loaded before the walls (see preload_line_editing)
+    readline.set_completer(completer.Completer(namespace).complete)
     readline.parse_and_bind("tab: complete")
+    write = readline.write_history_file
+    for name in _READLINE_FILES:
+        function = getattr(readline, name, None)
+        if function is not None:
+            if name == "read_history_file" and tempdir is not None:
+                try:
+                    function(os.path.join(tempdir, "python_history"))
+                except OSError:
+                    pass  # the first session: no history yet
+            delattr(readline, name)
     if tempdir is None:
         return None
     path = os.path.join(tempdir, "python_history")
-    try:
-        readline.read_history_file(path)
-    except OSError:
-        pass  # the first session: no history yet
 
     def save() -> None:
         try:
-            readline.write_history_file(path)
+            write(path)
         except OSError:
             pass
 
     return save
+
+
+def preload_line_editing() -> None:
+    """Load ``readline`` for the prompt while the guards are not armed yet (a program
+    would need a ``native`` grant for it); ``_readline`` then takes its file functions
+    off before anything is typed."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return
+    import importlib
+
+    try:
+        importlib.import_module("readline")
+        importlib.import_module("rlcompleter")
+    except ImportError:
+        pass  # a Python built without it: no completion, as python3 there
+
+
+#: The functions of ``readline`` that open files by a path the guards never see.
+_READLINE_FILES = (
+    "read_history_file",
+    "write_history_file",
+    "append_history_file",
+    "read_init_file",
+)
 
 
 def _ipython(ipython: Any, namespace: dict[str, Any], text: str, tempdir: str | None) -> None:
