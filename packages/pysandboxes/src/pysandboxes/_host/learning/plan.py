@@ -162,16 +162,21 @@ class LearnRun:
         files the run protects as rule files, besides the policy's (the places the rule
         file search looks at): their directories are never learned writable either."""
         advice = ""
+        relaxed = _relaxed_note(self.provider)
         if policy.learn is not None:
             advice = f"remove {policy.learn.origin.text!r} ({policy.learn.origin.where}) to "
             advice += "enforce the rules: while it is there, every run learns"
+        elif self.start == "rules" and self.output not in policy.rule_files:
+            name = os.path.basename(self.output)  # --learn=FILE: no rule reads it yet
+            advice = f'add include "{name}" to your rule file for the next run to enforce them'
+            relaxed = ""  # the next run does not enforce them on its own
         return make_plan(
             self.read_fd,
             self.output,
             cwd,
             env,
             tuple(dict.fromkeys((*policy.rule_files, *protected))),
-            _relaxed_note(self.provider),
+            relaxed,
             advice,
             self.digest,
             renderer,
