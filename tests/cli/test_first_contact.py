@@ -143,3 +143,41 @@ def test_the_plain_prompt_completes_and_chains_no_import_error(
     assert "During handling" not in screen
     assert "os.getcwd" in completed
     assert "**" not in screen
+
+
+def test_a_misspelt_include_is_an_error_naming_its_line(sb: Runner, project: Path) -> None:
+    (project / "shared.py-sandboxes").write_text("learn=false\n")
+    (project / ".py-sandboxes").write_text('include "shraed.py-sandboxes"\nexpose-ro=.\n')
+    result = sb("-c", "pass")
+    assert result.returncode == 255
+    assert ".py-sandboxes(1): 'include \"shraed.py-sandboxes\"'" in result.stderr
+    assert "does not exist" in result.stderr
+    assert "include-optional" in result.stderr
+    (project / ".py-sandboxes").write_text('include-optional "maybe.py-sandboxes"\nexpose-ro=.\n')
+    assert sb("-c", "pass").returncode == 0
+
+
+def test_env_without_a_value_suggests_the_forwarding_rule(sb: Runner, project: Path) -> None:
+    (project / ".py-sandboxes").write_text("env=HOME\n")
+    result = sb("-c", "pass")
+    assert result.returncode == 255
+    assert "did you mean env=HOME=${HOME}?" in result.stderr
+
+
+def test_an_except_runtimeerror_does_not_swallow_a_refusal() -> None:
+    import pysandboxes
+
+    assert not issubclass(pysandboxes.SandBoxError, RuntimeError)
+    assert issubclass(pysandboxes.RuleFileNotFoundError, FileNotFoundError)
+
+
+def test_inspection_without_rules_describes_the_run_that_would_happen(
+    sb: Runner, project: Path
+) -> None:
+    layers = sb("--show-layers", "-c", "pass")
+    assert layers.returncode == 0
+    assert "no rule file" in layers.stdout
+    assert "Landlock" not in layers.stdout
+    rules = sb("--show-rules", "-c", "pass")
+    assert "nothing is enforced" in rules.stdout
+    assert not (project / ".py-sandboxes").exists()
