@@ -135,8 +135,8 @@ def test_the_plain_prompt_completes_and_chains_no_import_error(
         terminal.type("1/0")
         screen = plain_screen(terminal.read_until(r"ZeroDivisionError.*\n⚠ >>> "))
         terminal.type("import os")
-        os.write(terminal.fd, b"os.getc\t\t")
-        completed = plain_screen(terminal.read_until("getcwdb"))
+        os.write(terminal.fd, b"os.getc\t")  # completes to the common prefix
+        completed = plain_screen(terminal.read_until("os.getcwd"))
     finally:
         terminal.close()
     assert "IPython" not in screen
@@ -181,3 +181,17 @@ def test_inspection_without_rules_describes_the_run_that_would_happen(
     rules = sb("--show-rules", "-c", "pass")
     assert "nothing is enforced" in rules.stdout
     assert not (project / ".py-sandboxes").exists()
+
+
+def test_ipython_completes_attributes_under_the_rules(python_sb: str, project: Path) -> None:
+    (project / ".py-sandboxes").write_text("python-import=os\n")
+    terminal = Terminal([python_sb], project, TERMINAL_ENV)
+    try:
+        terminal.read_until(r"In \[1\]")
+        terminal.type("import os")
+        terminal.read_until(r"In \[2\]")
+        os.write(terminal.fd, b"os.getc\t")
+        completed = plain_screen(terminal.read_until("getcwdb"))
+    finally:
+        terminal.close()
+    assert "getcwd" in completed

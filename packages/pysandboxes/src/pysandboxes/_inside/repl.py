@@ -182,6 +182,9 @@ def _ipython(ipython: Any, namespace: dict[str, Any], text: str, tempdir: str | 
     config.TerminalInteractiveShell.prompts_class = SandboxPrompts
     config.TerminalIPythonApp.display_banner = False
     config.TerminalInteractiveShell.confirm_exit = False
+    # jedi keeps a cache under ~/.cache the rules do not expose, and completes nothing
+    # when refused: IPython's own completion reads the live objects instead.
+    config.Completer.use_jedi = False
     if tempdir is not None:
         ipython_dir = os.path.join(tempdir, "ipython")
         os.makedirs(ipython_dir, exist_ok=True)
