@@ -5,6 +5,7 @@ the command line get a suggestion."""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from test_python_sb import Terminal, plain_screen  # type: ignore[import-not-found]
@@ -135,13 +136,14 @@ def test_the_plain_prompt_completes_and_chains_no_import_error(
         terminal.type("1/0")
         screen = plain_screen(terminal.read_until(r"ZeroDivisionError.*\n⚠ >>> "))
         terminal.type("import os")
-        os.write(terminal.fd, b"os.getc\t")  # completes to the common prefix
-        completed = plain_screen(terminal.read_until("os.getcwd"))
+        os.write(terminal.fd, b"os.getc\t")  # completes to the common prefix, getcwd
+        terminal.type("()")
+        completed = plain_screen(terminal.read_until(re.escape(repr(str(project)))))
     finally:
         terminal.close()
     assert "IPython" not in screen
     assert "During handling" not in screen
-    assert "os.getcwd" in completed
+    assert "os.getcwd" in completed.replace("\x07", "")
     assert "**" not in screen
 
 
