@@ -213,8 +213,6 @@ def build_spec(
         policy.python_layer and selection.provider != "none"
     )
     walls = learning is None and layers
-    if learning is None:
-        _say_what_is_missing(policy, selection.provider, selection.source, layers)
     tempdir = make_private_dir()
     try:
         refuse_planted_code(
@@ -229,6 +227,8 @@ def build_spec(
     except ConfigSyntaxError:
         remove_tree(tempdir)
         raise
+    if learning is None:  # once the run is sure to start
+        _say_what_is_missing(policy, selection.provider, selection.source, layers)
     spec = LaunchSpec(
         policy=policy,
         program=request.program,
