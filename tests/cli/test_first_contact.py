@@ -197,3 +197,16 @@ def test_ipython_completes_attributes_under_the_rules(python_sb: str, project: P
     finally:
         terminal.close()
     assert "getcwd" in completed
+
+
+def test_a_refusal_names_the_users_path_not_the_sandboxs_route(
+    sb: Runner, project: Path, tmp_path: Path
+) -> None:
+    target = tmp_path / "elsewhere" / "planted.txt"
+    target.parent.mkdir()
+    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    result = sb("-c", f"open({str(target)!r}, 'w')")
+    assert result.returncode == 1
+    assert f"Writing to '{target}' is refused" in result.stderr
+    assert "/proc/self/fd" not in result.stderr
+    assert not target.exists()
