@@ -204,7 +204,7 @@ def test_a_refusal_names_the_users_path_not_the_sandboxs_route(
 ) -> None:
     target = tmp_path / "elsewhere" / "planted.txt"
     target.parent.mkdir()
-    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    (project / ".py-sandboxes").write_text(f"expose-ro={target.parent}\n")
     result = sb("-c", f"open({str(target)!r}, 'w')")
     assert result.returncode == 1
     assert f"Writing to '{target}' is refused" in result.stderr
