@@ -28,11 +28,10 @@ def test_the_readme_install_commands_work_on_a_fresh_copy(repo_root: Path, tmp_p
     blocks = BLOCK.findall((repo_root / "README.md").read_text())
     assert len(blocks) == 2
     base = os.path.dirname(sys.base_prefix + "/bin/python3")  # not this test's venv
-    env = {
-        "PATH": f"{os.path.dirname(uv)}:{base}:/usr/bin:/bin",
-        "UV_PYTHON_DOWNLOADS": "never",
-        "HOME": os.environ.get("HOME", str(tmp_path)),
-    }
+    # The machine's own settings (index, certificates, proxies) as a user has them; only
+    # the test's virtual environment is left out.
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env.update(PATH=f"{os.path.dirname(uv)}:{base}:/usr/bin:/bin", UV_PYTHON_DOWNLOADS="never")
     for line in "\n".join(blocks).splitlines():
         result = subprocess.run(
             ["bash", "-c", line], cwd=tmp_path, env=env, capture_output=True, text=True,
