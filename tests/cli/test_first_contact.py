@@ -210,3 +210,17 @@ def test_a_refusal_names_the_users_path_not_the_sandboxs_route(
     assert f"Writing to '{target}' is refused" in result.stderr
     assert "/proc/self/fd" not in result.stderr
     assert not target.exists()
+
+
+def test_both_layers_give_one_answer_to_a_listing(sb: Runner, py: Runner, project: Path) -> None:
+    (project / "data").mkdir()
+    (project / "data" / "x.txt").write_text("x")
+    probe = "import os; print(sorted(os.listdir('.')))"
+    assert "'data'" in py("-c", probe).stdout  # the control
+    (project / ".py-sandboxes").write_text("expose-ro=./data/x.txt\npython-import=os\n")
+    refused = sb("-c", probe)  # Landlock would refuse it: the Python layer says so first
+    assert refused.returncode == 1
+    assert "RuleFileNotFoundError: Reading '.'" in refused.stderr
+    assert "Add 'expose-ro=.'" in refused.stderr
+    listed = sb("--os-sandbox=subprocess", "-c", probe)  # no kernel layer: the way shown
+    assert listed.stdout == "['data']\n"

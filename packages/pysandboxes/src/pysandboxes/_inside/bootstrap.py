@@ -63,7 +63,9 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     enforcer = _enforcer(spec)
     seen = _exposures(policy, spec.implicit, roots, program)
     judge = FileJudge(seen, policy.ignore, spec.protected)
-    files = FileGuard(judge, enforcer, Resolver())
+    # Landlock (also under unshare) lists only exposed directories: so does the guard.
+    walkways = spec.provider not in ("landlock", "unshare")
+    files = FileGuard(judge, enforcer, Resolver(), walkways=walkways)
     api = ApiJudge(policy)
     hook = AuditHook()
     hook.globals["__builtins__"] = {}
