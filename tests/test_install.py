@@ -25,6 +25,8 @@ def test_the_readme_install_commands_work_on_a_fresh_copy(repo_root: Path, tmp_p
         tmp_path / "packages",
         ignore=shutil.ignore_patterns(".venv*", "__pycache__", "*.egg-info", "dist"),
     )
+    for name in ("pyproject.toml", "uv.lock"):  # the workspace, as a clone has it
+        shutil.copy(repo_root / name, tmp_path / name)
     blocks = BLOCK.findall((repo_root / "README.md").read_text())
     assert len(blocks) == 2
     base = os.path.dirname(sys.base_prefix + "/bin/python3")  # not this test's venv
