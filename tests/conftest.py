@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from listener import Listener
+from runner import Runner
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -48,37 +49,6 @@ def python_sb() -> str:
     if not script.exists():
         pytest.fail(f"python-sb is not installed next to {sys.executable}")
     return str(script)
-
-
-class Runner:
-    """Runs a command in a project directory: ``python-sb`` or plain ``python``.
-
-    Security tests run the same probe both ways: the plain run shows the probe works (the
-    test can fail), the sandboxed run shows it is refused.
-    """
-
-    def __init__(self, command: list[str], project: Path) -> None:
-        self.command = command
-        self.project = project
-
-    def __call__(
-        self,
-        *args: str,
-        env: dict[str, str] | None = None,
-        stdin: str | None = None,
-        timeout: float = 60,
-    ) -> subprocess.CompletedProcess[str]:
-        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8"}
-        return subprocess.run(
-            [*self.command, *args],
-            cwd=self.project,
-            env={**base, **(env or {})},
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
 
 
 @pytest.fixture

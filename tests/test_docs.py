@@ -78,3 +78,23 @@ def test_readme_starts_with_exactly_two_commands() -> None:
     assert commands == ["./scripts/demo", "./scripts/test"]
     ci = (README.parent / ".ci" / "run").read_text()
     assert "exec ./scripts/test\n" in ci
+
+
+#: Words that once marked unbuilt features: a page must say what exists, not what is to come.
+STALE = ("not built yet", "later release", "| planned |", "comes later", "enforcement comes with")
+
+
+def test_no_page_calls_a_feature_planned() -> None:
+    for page in [README, *DOCS.glob("*.md")]:
+        text = page.read_text().lower()
+        for stale in STALE:
+            assert stale not in text, f"{page.name} says {stale!r}"
+
+
+def test_every_public_name_is_documented() -> None:
+    import pysandboxes
+
+    text = "\n".join(page.read_text() for page in DOCS.glob("*.md"))
+    for name in pysandboxes.__all__:
+        if name != "__version__":
+            assert f"`{name}" in text, f"pysandboxes.{name} appears nowhere in docs/"

@@ -187,8 +187,8 @@ def plain_screen(text: str) -> str:
 def drive(terminal: Terminal, prompt: str) -> str:
     # The default provider on this machine is Landlock, and the banner says so.
     terminal.read_until(
-        "APIs are LIMITED according to the rules in '.py-sandboxes' "
-        "and by the os-sandbox='landlock'"
+        "Limited by the rules in '.py-sandboxes', enforced by the Python layer "
+        "and os-sandbox=landlock"
     )
     terminal.read_until(prompt)
     terminal.type("6 * 7")
@@ -297,25 +297,31 @@ def test_a_start_up_refusal_has_its_own_heading(sb: Runner, python_sb: str, proj
 def test_the_banner_names_the_kernel_provider() -> None:
     from pysandboxes._inside.repl import banner
 
-    assert "and by the os-sandbox='landlock'" in banner(".py-sandboxes", provider="landlock")
+    assert "the Python layer and os-sandbox=landlock" in banner(
+        ".py-sandboxes", provider="landlock"
+    )
     assert "by the Python layer alone" in banner(".py-sandboxes", provider="subprocess")
     assert "NOT SANDBOXED" in banner(".py-sandboxes", provider="none")
     alone = banner(".py-sandboxes", provider="landlock", python_layer=False)
-    assert "by the os-sandbox='landlock' alone (py-sandbox=false: no Python layer)" in alone
+    assert "enforced by os-sandbox=landlock alone (py-sandbox=false: no Python layer)" in alone
     assert "NOT SANDBOXED" in banner(".py-sandboxes", python_layer=False)
+    # Plain text: a terminal shows no markup.
+    assert "**" not in banner(".py-sandboxes", provider="landlock")
 
 
 def test_a_learning_session_says_it_learns(python_sb: str, project: Path) -> None:
-    # No rule file: the session learns, refuses nothing, and the banner says so rather
-    # than claiming limits.
+    # No rule file: once the user says yes, the session learns, refuses nothing, and the
+    # banner says so rather than claiming limits.
     env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
     terminal = Terminal([python_sb], project, env)
     try:
-        terminal.read_until("API calls are LEARNED and saved in '.py-sandboxes'")
+        terminal.read_until(r"Learn now\? \[y/N\]")
+        terminal.type("y")
+        terminal.read_until("LEARNING: nothing is refused")
         screen = plain_screen(terminal.read_until("⚠ "))
     finally:
         terminal.close()
-    assert "APIs are LIMITED" not in screen
+    assert "Limited by the rules" not in screen
 
 
 def test_the_prompt_after_a_program_run_with_i_is_marked(python_sb: str, project: Path) -> None:
@@ -339,7 +345,7 @@ def test_a_learning_session_learns_what_the_user_typed_not_the_shell(
     # line typed by the user on the stack, that is the shell's, not the user's to grant.
     env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
     env["HOME"] = str(project)
-    terminal = Terminal([python_sb], project, env)
+    terminal = Terminal([python_sb, "--learn"], project, env)
     try:
         terminal.read_until("⚠ ")
         terminal.type("import json")

@@ -275,8 +275,12 @@ def test_config_errors_exit_255_with_every_problem(sb: Runner, project: Path) ->
     assert ".py-sandboxes(2): 'expose-ro=./nope'" in result.stderr
 
 
-def test_no_rule_file_starts_a_learning_run(sb: Runner, project: Path) -> None:
-    result = sb("-c", "print('ran')")
+def test_no_rule_file_learns_only_when_asked(sb: Runner, project: Path) -> None:
+    refused = sb("-c", "print('ran')")  # no terminal to ask: nothing runs
+    assert refused.returncode == 255
+    assert refused.stdout == ""
+    assert not (project / ".py-sandboxes").exists()
+    result = sb("--learn", "-c", "print('ran')")
     assert result.returncode == 0
     assert result.stdout == "ran\n"  # stdout stays the program's: the summary is on stderr
     assert "python-sb learned" in result.stderr

@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 from escapelab import Lab, attempt, got, tree
 
-RULES = ("expose-rw=.", 'include "extra.profile"', 'include "profiles/extra.profile"')
+RULES = (
+    "expose-rw=.",
+    'include-optional "extra.profile"',
+    'include-optional "profiles/extra.profile"',
+)
 EVIL = "expose-rw=/"
 EVIL_LINE = ("\n" + EVIL + "\n").encode()
 

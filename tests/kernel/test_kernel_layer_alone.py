@@ -233,7 +233,7 @@ def test_no_layer_left_is_said_loudly(
     warning = [line for line in result.stderr.splitlines() if "NOT SANDBOXED" in line]
     assert warning == [
         "python-sb: NOT SANDBOXED: py-sandbox=false (.py-sandboxes(3)) and "
-        f"os-sandbox='{provider}' leave no layer to enforce the rules; only the "
+        f"os-sandbox={provider} leave no layer to enforce the rules; only the "
         "environment is filtered."
     ]
     report = json.loads(sb("--show-layers=json").stdout)

@@ -63,10 +63,8 @@ def test_a_list_is_consent_to_fall_back_and_says_so(sb: Runner, project: Path) -
 
 def test_os_sandbox_from_the_environment(sb: Runner, project: Path) -> None:
     (project / ".py-sandboxes").write_text(RULES)
-    report = layers(sb, env={"OS_SANDBOX": "subprocess"})
-    assert (report["provider"], report["source"]) == ("subprocess", "OS_SANDBOX")
-    rows = {row["rule"]: row for row in report["rules"]}  # type: ignore[union-attr]
-    assert rows["expose-ro=."]["kernel"] == ""
+    report = layers(sb, env={"OS_SANDBOX": "unshare"})
+    assert (report["provider"], report["source"]) == ("unshare", "OS_SANDBOX")
     result = sb("-c", "pass", env={"OS_SANDBOX": "landlok"})
     assert result.returncode == 255
     assert "OS_SANDBOX names an unknown provider 'landlok'" in result.stderr
@@ -127,3 +125,27 @@ def test_without_a_kernel_layer_the_report_claims_no_seccomp(project: Path) -> N
         assert "seccomp" not in modes["note"], modes
         signals = next(row for rule, row in rows.items() if rule.startswith("signals"))
         assert ("Python layer" in signals["note"]) == (provider == "subprocess"), signals
+
+
+def test_cant_switch_the_sandbox_off_from_the_environment(
+    sb: Runner, py: Runner, project: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "shadow"
+    secret.write_text("root:hash")
+    probe = f"print(open({str(secret)!r}).read())"
+    assert py("-c", probe).stdout.strip() == "root:hash"  # the control
+    for rules in (RULES, RULES + "learn=false\nos-sandbox=${OS_SANDBOX:-landlock}\n"):
+        (project / ".py-sandboxes").write_text(rules)
+        for weak in ("none", "subprocess", "landlock, none"):
+            result = sb("-c", probe, env={"OS_SANDBOX": weak})
+            assert result.returncode == 255, (rules, weak, result.stderr)
+            assert "root:hash" not in result.stdout
+            assert "came from the environment" in result.stderr
+            assert "never subprocess or none" in result.stderr
+
+
+def test_a_run_without_a_kernel_layer_says_so_on_stderr(sb: Runner, project: Path) -> None:
+    (project / ".py-sandboxes").write_text(RULES + "os-sandbox=subprocess\n")
+    result = sb("-c", "print('ran')")
+    assert result.stdout == "ran\n"
+    assert "os-sandbox=subprocess (.py-sandboxes(3)): no kernel layer" in result.stderr

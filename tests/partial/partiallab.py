@@ -4,11 +4,12 @@ The same probe run in the program itself is the positive control."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from runner import Runner  # type: ignore[import-not-found]
 
 
 class App:
@@ -29,13 +30,5 @@ class App:
         if tools:
             (self.project / "tools.py").write_text(textwrap.dedent(tools))
         (self.project / "main.py").write_text(textwrap.dedent(main))
-        base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8"}
-        return subprocess.run(
-            [*(command or [sys.executable]), "main.py"],
-            cwd=self.project,
-            env={**base, **(env or {})},
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        runner = Runner(command or [sys.executable], self.project)
+        return runner("main.py", env=env, timeout=timeout)

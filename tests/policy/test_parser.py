@@ -197,8 +197,10 @@ def test_include_expands_variables_and_home(parse: Parse, tmp_path: Path) -> Non
     assert policy.imports[0].modules == frozenset({"json"})
 
 
-def test_missing_include_adds_nothing_but_is_protected(parse: Parse, tmp_path: Path) -> None:
-    policy = parse('include "later.profile"\n')
+def test_missing_optional_include_adds_nothing_but_is_protected(
+    parse: Parse, tmp_path: Path
+) -> None:
+    policy = parse('include-optional "later.profile"\n')
     assert str(tmp_path / "later.profile") in policy.rule_files
     assert policy.rule_files[0] == str(tmp_path / ".py-sandboxes")
 

@@ -1,18 +1,37 @@
 """Py-Sandboxes: run Python, or only some of its functions, under a reviewable rule file.
 
-The public surface is declared once, here; everything else lives in ``_``-prefixed
-modules and may change without notice. ``tests/test_public_api.py`` pins this list.
-A folder says which side of the wall its code runs on; imports only go down this tree
-(``lint-imports`` checks it)::
+The rights live in a ``.py-sandboxes`` file (files, variables, network, imports, calls);
+anything it does not allow is refused, by the Python layer with a message naming the
+rule to add, and by the kernel (Landlock, namespaces) as the wall.
 
-    _api       the entry points behind this module's names
-    _host/     trusted side: load rules, plan, spawn, wait, conclude (learned rules)
-    _inside/   sandboxed side: bootstrap, guards, enforcer, recorder, runner, REPL
-    _wire/     what crosses between them: the spec sent in, the one decoder of events
-    _kernel/   kernel-layer mechanism on a compiled plan: Landlock, seccomp, namespaces
-    _policy/   the rules as data: parser, verdicts, the plan and view they compile to
-    errors     the exception tree (and _mode, _record, _version: plain helpers)
+Complete mode runs a whole program under the rules: ``python-sb app.py`` in place of
+``python app.py`` (the ``python-sb`` package). Partial mode runs only some functions::
+
+    from pysandboxes import sandbox, sandboxes
+
+    @sandbox                      # in a module of its own (the child imports it)
+    def fetch(url): ...
+
+    with sandboxes():             # a sandboxed child with the rules' rights only
+        fetch("https://example.org")
+
+``run(main())`` is ``asyncio.run`` with a sandbox around it; ``is_in_sandbox()`` says
+whether this code runs sandboxed; ``sandbox_denials(exc)`` lists the refusals behind an
+exception; ``enforcement_report()`` says which layer enforces each rule on this host.
+Every refusal is also the built-in exception it stands for (``FileNotFoundError``...)
+and a ``SandBoxError``. See docs/usage.md, docs/configuration.md, docs/learning.md.
 """
+
+# For contributors: the public surface is declared once, here (tests/test_public_api.py
+# pins it); everything else lives in _-prefixed modules. A folder says which side of the
+# wall its code runs on; imports only go down this tree (lint-imports checks it):
+#   _api       the entry points behind this module's names
+#   _host/     trusted side: load rules, plan, spawn, wait, conclude (learned rules)
+#   _inside/   sandboxed side: bootstrap, guards, enforcer, recorder, runner, REPL
+#   _wire/     what crosses between them: the spec sent in, the one decoder of replies
+#   _kernel/   kernel-layer mechanism on a compiled plan: Landlock, seccomp, namespaces
+#   _policy/   the rules as data: parser, verdicts, the plan and view they compile to
+#   errors     the exception tree (and _mode, _record, _version: plain helpers)
 
 from pysandboxes._api.report import enforcement_report as enforcement_report
 from pysandboxes._mode import is_in_sandbox as is_in_sandbox

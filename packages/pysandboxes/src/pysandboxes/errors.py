@@ -4,7 +4,7 @@ Every refusal is also the built-in exception the same failure would raise withou
 sandbox, so ``except FileNotFoundError`` or ``except ImportError`` fallbacks in existing
 code keep working, and ``except SandBoxError`` catches every one of ours::
 
-    RuntimeError
+    Exception
     └── SandBoxError                        anything Py-Sandboxes raises
         ├── ConfigSyntaxError               the rules cannot be used (every problem at once)
         │   └── ConfigRefusedError          they read well, but are refused at start-up
@@ -56,7 +56,7 @@ __all__ = [
 ]
 
 
-class SandBoxError(RuntimeError):
+class SandBoxError(Exception):
     """Base of every exception Py-Sandboxes raises.
 
     Catch it to handle any refusal or configuration problem at once; catch the built-in

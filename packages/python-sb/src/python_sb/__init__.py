@@ -12,6 +12,10 @@ import sys
 
 from python_sb._version import __version__ as __version__
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 __all__ = ["__version__", "main"]
 
 #: Exit status of a configuration error, as CPython-compatible tools use for "cannot start".
@@ -46,11 +50,42 @@ def main(args: list[str] | None = None) -> int:
         os.execv(sys.executable, [sys.executable, invocation.target])
     if invocation.action == "show-rules":
         return _run(invocation, show=True)
+    if invocation.action == "template":
+        from pysandboxes._policy.template import TEMPLATE
+
+        sys.stdout.write(TEMPLATE)
+        return 0
     if invocation.action == "show-layers":
         from python_sb.layers import show as show_layers
 
         return show_layers(invocation)
     return _run(invocation)
+
+
+def _first_run(request: Any) -> Any:
+    """With no rule file, learning happens only when the user says so: asked at a
+    terminal (``--learn`` answers yes in advance), refused without one."""
+    from pysandboxes._host.launch import learns_unasked
+    from pysandboxes._record import replace
+
+    output = learns_unasked(request, os.getcwd(), os.environ)
+    if output is None:
+        return request
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        return replace(request, first_run=False)  # the library says how to learn
+    shown = os.path.relpath(output)
+    sys.stderr.write(
+        f"python-sb: no rule file here yet ({shown}). This run can LEARN the rules: the "
+        "program runs with NOTHING refused (it sees your files, variables and network), "
+        f"and what it used is written to {shown} for you to review. Run untrusted code "
+        "only once you have rules.\nLearn now? [y/N] "
+    )
+    sys.stderr.flush()
+    answer = sys.stdin.readline().strip().lower()
+    if answer not in ("y", "yes"):
+        sys.stderr.write("python-sb: nothing was run. Write rules (python-sb --template).\n")
+        return None
+    return replace(request, learn="", learn_start="short")
 
 
 def _run(invocation: object, *, show: bool = False) -> int:
@@ -76,6 +111,9 @@ def _run(invocation: object, *, show: bool = False) -> int:
             from python_sb.rules import show as show_rules
 
             return show_rules(request)
+        request = _first_run(request)
+        if request is None:
+            return 1
         return run(request)
     except ConfigSyntaxError as exc:
         from python_sb.errors import report

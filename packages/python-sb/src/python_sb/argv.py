@@ -56,6 +56,30 @@ class Invocation:
     report: str = ""
 
 
+#: The options python-sb itself takes (the rest of ``--key`` are rules).
+_OPTIONS = ("show-rules", "show-layers", "template", "learn", "pysandboxes-config", "help")
+
+
+def _keys() -> frozenset[str]:
+    from pysandboxes._policy.parser import KNOWN_KEYS
+
+    return frozenset(KNOWN_KEYS)
+
+
+_KEYS = _keys()
+#: Rule keys that always take a value: ``--key value`` means ``--key=value``.
+_VALUED_KEYS = _KEYS - {"py-sandbox", "remote-result-guard", "learn"}
+
+
+def _unknown_option(name: str) -> None:
+    """``--name`` with no value is neither an option nor a rule: suggest the closest."""
+    import difflib
+
+    close = difflib.get_close_matches(name, [*_OPTIONS, *_KEYS], n=1, cutoff=0.6)
+    hint = f": did you mean --{close[0]}?" if close else ""
+    raise UsageError(f"unknown option --{name}{hint}")
+
+
 def split(argv: Sequence[str]) -> Invocation:
     """Split ``argv`` (without the program name). Raises ``UsageError``."""
     flags: list[str] = []
@@ -111,6 +135,8 @@ def split(argv: Sequence[str]) -> Invocation:
                 learn = value if equal else ""
             elif name == "show-rules" and not equal:
                 show = True
+            elif name == "template" and not equal:
+                return result(action="template")
             elif name == "show-layers":
                 if value not in ("", "json"):
                     raise UsageError(f"--show-layers takes no value or =json, not '{value}'")
@@ -118,6 +144,11 @@ def split(argv: Sequence[str]) -> Invocation:
             elif not name:
                 raise UsageError(f"invalid option '{arg}'")
             else:
+                if not equal and name in _VALUED_KEYS and i < len(argv):
+                    value = argv[i]  # --expose-ro ./data: the value is the next argument
+                    i += 1
+                elif not equal and name not in _KEYS and "." not in name:
+                    _unknown_option(name)
                 rules.append(f"{name}={value}")
             continue
         if arg.startswith("-") and len(arg) > 1:

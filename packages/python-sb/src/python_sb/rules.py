@@ -45,7 +45,15 @@ def rule_lines(request: LaunchRequest) -> tuple[str, list[tuple[str, str]]]:
     if policy.learn_lock is not None:
         origins.append(policy.learn_lock)
     origins.sort(key=lambda o: (o.source != "<arg>", o.source, o.line))
-    rule_file = found.path or "(none: command-line rules only)"
+    if found.path is not None:
+        rule_file = found.path
+    elif request.extra_rules:
+        rule_file = "(none: command-line rules only)"
+    else:  # the run would not enforce anything: say what it would do instead
+        rule_file = (
+            f"(none: no rule file, so a run would ask at a terminal whether to learn one into "
+            f"{os.path.relpath(found.default)}, and stop without a terminal; nothing is enforced)"
+        )
     return rule_file, [(origin.where, origin.text) for origin in origins]
 
 

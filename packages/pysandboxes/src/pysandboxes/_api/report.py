@@ -19,11 +19,19 @@ def layer_report(request: LaunchRequest, cwd: str, env: Mapping[str, str]) -> La
         ConfigSyntaxError: the rules cannot be used.
         OSLayerUnavailable: the provider the rules ask for cannot run here.
     """
-    from pysandboxes._host.launch import load_rules
-    from pysandboxes._host.report import build
+    from pysandboxes._host.launch import learns_unasked, load_rules
+    from pysandboxes._host.report import LayerReport, build
     from pysandboxes._host.select import select
     from pysandboxes._kernel import landlock
 
+    unasked = learns_unasked(request, cwd, env)
+    if unasked is not None:  # the run would enforce nothing: describe that run
+        detail = (
+            f"no rule file: a run would ask at a terminal whether to learn one into "
+            f"{os.path.relpath(unasked, cwd)} (nothing is refused while learning), and "
+            "stop without a terminal; no rule is enforced"
+        )
+        return LayerReport("none", "no rule file", detail, (), ())
     policy, _ = load_rules(request, cwd, env)
     selection = select(policy, env)
     return build(policy, selection, landlock.abi_version())

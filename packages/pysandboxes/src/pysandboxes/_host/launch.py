@@ -29,9 +29,11 @@ from pysandboxes._host.learning.plan import LearnRun, learning_output
 from pysandboxes._host.learning.plan import start as start_learning
 from pysandboxes._host.preparing import (
     blank_environment_block,
+    implicit_exposures,
     keep_only_standard_streams,
     make_private_dir,
     pycache_prefixes,
+    watch_descriptor,
     without_pycache_prefix,
 )
 from pysandboxes._host.rulewatch import for_run
@@ -42,7 +44,6 @@ from pysandboxes._kernel.relay import WATCHED, wait
 from pysandboxes._policy.discover import discover
 from pysandboxes._policy.envres import resolve_env
 from pysandboxes._policy.lines import display_name
-from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._policy.parser import parse_policy
 from pysandboxes._record import record
 from pysandboxes._wire.spec import (
@@ -55,7 +56,7 @@ from pysandboxes._wire.spec import (
     deferred,
     encode,
 )
-from pysandboxes.errors import ConfigIssue, ConfigSyntaxError
+from pysandboxes.errors import ConfigIssue, ConfigRefusedError, ConfigSyntaxError
 
 #: The directory holding this package: the boot and waiter code put it on sys.path.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -67,20 +68,6 @@ if TYPE_CHECKING:
 
     from pysandboxes._policy.discover import Discovery
     from pysandboxes._policy.model import Policy
-
-_DEVICES = Origin("<devices>", 0, "the standard devices")
-_CERTIFICATES = Origin("<ca-certificates>", 0, "the system's CA certificates")
-_TEMP = Origin("<tempdir>", 0, "the sandbox's private temporary directory")
-_READ_DEVICES = ("/dev/zero", "/dev/urandom", "/dev/random")
-_WRITE_DEVICES = ("/dev/null", "/dev/full")
-_CA_STORES = (
-    "/etc/ssl/certs",
-    "/etc/ssl/cert.pem",
-    "/etc/pki/tls/certs",
-    "/etc/pki/ca-trust/extracted",
-    "/etc/ca-certificates",
-    "/usr/share/ca-certificates",
-)
 
 
 @record
@@ -95,8 +82,11 @@ class LaunchRequest:
         learn: ``--learn[=FILE]``: ``None`` when absent, ``""`` for the rule file in use.
         summary: ``module:function`` that prints a learning run's summary (the front end's
             own rendering); plain text when empty. The waiter imports it by name.
-        first_run: with no rule file and no rule given, learn (``python-sb``'s first run);
-            when false (partial mode), refuse to start instead: nothing learns unasked.
+        first_run: with no rule file and no rule given, learn (``python-sb``'s first run,
+            once the user said yes); when false, refuse to start instead, saying how to
+            learn: nothing learns unasked.
+        learn_start: what a new rule file starts with (``template``, ``short``,
+            ``rules``); by default the template, or the rules alone for ``--learn=FILE``.
     """
 
     program: Program
@@ -106,8 +96,15 @@ class LaunchRequest:
     learn: str | None = None
     summary: str = ""
     first_run: bool = True
+    learn_start: str = ""
 
 
+_NO_RULES_CLI = (
+    "no rule file was found (a new one would be {0}), and no terminal is here to ask whether "
+    "to learn the rules: nothing was run. To learn them, run the program once with "
+    "python-sb --learn (nothing is refused while learning; review the file it writes). To "
+    "write them, start from python-sb --template > .py-sandboxes"
+)
 _NO_RULES = (
     "no rule file was found (a new one would be {0}): the sandbox would have no rules. Pass "
     "sandboxes_config='path/to/.py-sandboxes', rules as keywords (expose_ro='./data'), or "
@@ -115,15 +112,19 @@ _NO_RULES = (
 )
 
 
-def _implicit(tempdir: str) -> tuple[ExposeRule, ...]:
-    rules = [ExposeRule(tempdir, True, True, _TEMP)]
-    rules += [ExposeRule(d, True, False, _DEVICES) for d in _WRITE_DEVICES if os.path.exists(d)]
-    rules += [ExposeRule(d, False, False, _DEVICES) for d in _READ_DEVICES if os.path.exists(d)]
-    for store in _CA_STORES:
-        if os.path.exists(store):
-            real = os.path.realpath(store)
-            rules.append(ExposeRule(real, False, os.path.isdir(real), _CERTIFICATES))
-    return tuple(rules)
+def learns_unasked(request: LaunchRequest, cwd: str, env: Mapping[str, str]) -> str | None:
+    """The rule file a run of ``request`` would learn into because there is none yet and
+    nothing asked to learn; ``None`` when the run enforces rules or was asked to learn.
+
+    Raises:
+        ConfigSyntaxError: the rules cannot be used.
+    """
+    if request.learn is not None:
+        return None
+    policy, found = load_rules(request, cwd, env)
+    if found.path is not None or policy.learn is not None:
+        return None
+    return learning_output(None, policy, found, cwd, given=bool(request.extra_rules))
 
 
 def load_rules(
@@ -158,16 +159,17 @@ def build_spec(
         )
     child_env = resolve_env(policy, env)
     output = learning_output(request.learn, policy, found, cwd, given=bool(request.extra_rules))
-    if (
-        output is not None
-        and found.path is None
-        and request.learn is None
-        and not request.first_run
-    ):
-        raise ConfigSyntaxError([ConfigIssue("<sandboxes()>", 0, _NO_RULES.format(found.default))])
+    unasked = output is not None and found.path is None and request.learn is None
+    if unasked and not request.first_run:
+        partial = request.program.kind == "serve"
+        where, text = ("<sandboxes()>", _NO_RULES) if partial else ("<python-sb>", _NO_RULES_CLI)
+        raise ConfigRefusedError([ConfigIssue(where, 0, text.format(found.default))])
     learning = None
     if output is not None:
-        learning, child_env = start_learning(output, policy, env, child_env, selection.provider)
+        start = request.learn_start or ("rules" if request.learn else "template")
+        learning, child_env = start_learning(
+            output, policy, env, child_env, selection.provider, start
+        )
     if request.program.kind == "repl" and "TERM" in env and "TERM" not in child_env:
         # The interactive session draws on the terminal; TERM says how, nothing more.
         child_env["TERM"] = env["TERM"]
@@ -189,8 +191,6 @@ def build_spec(
         policy.python_layer and selection.provider != "none"
     )
     walls = learning is None and layers
-    if learning is None and not layers and not policy.python_layer:
-        _say_no_sandbox(policy, selection.provider)  # py-sandbox=false left no layer at all
     tempdir = make_private_dir()
     try:
         refuse_planted_code(
@@ -207,13 +207,15 @@ def build_spec(
         raise
     provider = "subprocess" if learning is not None else selection.provider
     watch = b"" if provider == "none" else for_run(policy, found, provider, output, request.config)
+    if learning is None:  # once the run is sure to start
+        _say_what_is_missing(policy, selection.provider, selection.source, layers)
     spec = LaunchSpec(
         policy=policy,
         program=request.program,
         rule_file=display_name(rule_path, cwd),
         rule_dir=os.path.dirname(rule_path),
         protected=tuple(protected),
-        implicit=_implicit(tempdir),
+        implicit=implicit_exposures(tempdir),
         tempdir=tempdir,
         learning=learning.spec if learning is not None else None,
         # A learning run lets everything through: the kernel layer is relaxed for it alone.
@@ -225,30 +227,24 @@ def build_spec(
     return spec, child_env, learning, watch
 
 
-def _say_no_sandbox(policy: Policy, provider: str) -> None:
-    """Say it when no layer is left: the rules are then enforced by nothing at all."""
+def _say_what_is_missing(policy: Policy, provider: str, source: str, layers: bool) -> None:
+    """One line on stderr, terminal or not, when a run lacks a layer: no kernel layer,
+    no Python layer, or none at all (the rules are then enforced by nothing)."""
     setting = policy.py_sandbox
-    where = f" ({setting.origin.where})" if setting is not None else ""
-    print(
-        f"python-sb: NOT SANDBOXED: py-sandbox=false{where} and os-sandbox='{provider}' "
-        "leave no layer to enforce the rules; only the environment is filtered.",
-        file=sys.stderr,
-    )
-
-
-def _watch_descriptor(data: bytes) -> int | str:
-    """An inheritable descriptor holding ``data`` for the waiter, sealed: no process
-    that might reach it (through ``/proc/<pid>/fd``) can change it; ``-`` when empty."""
-    if not data:
-        return "-"
-    import fcntl
-
-    fd = os.memfd_create("pysandboxes-rules", os.MFD_ALLOW_SEALING)  # the waiter's, by exec
-    os.write(fd, data)
-    seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
-    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
+    off = f"py-sandbox=false ({setting.origin.where})" if setting is not None else ""
+    if not layers:
+        why = f"{off} and os-sandbox={provider}" if off else f"os-sandbox={provider} ({source})"
+        line = f"NOT SANDBOXED: {why} leave no layer to enforce the rules"
+        line += "; only the environment is filtered."
+    elif not policy.python_layer:
+        line = f"{off}: no Python layer; the kernel layer (os-sandbox={provider}) alone"
+        line += " enforces the rules"
+    elif provider == "subprocess":
+        line = f"os-sandbox=subprocess ({source}): no kernel layer; the Python layer alone"
+        line += " enforces the rules"
+    else:
+        return
+    print(f"python-sb: {line}", file=sys.stderr)
 
 
 def spawn(
@@ -342,7 +338,7 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     package_parent = _PACKAGE_PARENT
     relay = RELAY.get(spec.provider, "")
     # Made once the child runs, so that it never holds it: the waiter's copy of the rules.
-    watch_fd = _watch_descriptor(watch)
+    watch_fd = watch_descriptor(watch)
     argv = [sys.executable, "-I", "-S", "-c", WAITER.format(path=package_parent), str(pid), tempdir]
     argv += [spec.provider, str(watch_fd)]
     if learning is not None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from pysandboxes._policy.model import ExposeRule, Origin
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -86,3 +88,46 @@ def without_pycache_prefix(flags: Sequence[str]) -> list[str]:
             continue
         kept.append(flag)
     return kept
+
+
+_DEVICES = Origin("<devices>", 0, "the standard devices")
+_CERTIFICATES = Origin("<ca-certificates>", 0, "the system's CA certificates")
+_TEMP = Origin("<tempdir>", 0, "the sandbox's private temporary directory")
+_READ_DEVICES = ("/dev/zero", "/dev/urandom", "/dev/random")
+_WRITE_DEVICES = ("/dev/null", "/dev/full")
+_CA_STORES = (
+    "/etc/ssl/certs",
+    "/etc/ssl/cert.pem",
+    "/etc/pki/tls/certs",
+    "/etc/pki/ca-trust/extracted",
+    "/etc/ca-certificates",
+    "/usr/share/ca-certificates",
+)
+
+
+def implicit_exposures(tempdir: str) -> tuple[ExposeRule, ...]:
+    """What the sandbox may use without a rule: its private temporary directory, the
+    standard devices, the system's CA certificates."""
+    rules = [ExposeRule(tempdir, True, True, _TEMP)]
+    rules += [ExposeRule(d, True, False, _DEVICES) for d in _WRITE_DEVICES if os.path.exists(d)]
+    rules += [ExposeRule(d, False, False, _DEVICES) for d in _READ_DEVICES if os.path.exists(d)]
+    for store in _CA_STORES:
+        if os.path.exists(store):
+            real = os.path.realpath(store)
+            rules.append(ExposeRule(real, False, os.path.isdir(real), _CERTIFICATES))
+    return tuple(rules)
+
+
+def watch_descriptor(data: bytes) -> int | str:
+    """An inheritable descriptor holding ``data`` for the waiter, sealed: no process
+    that might reach it (through ``/proc/<pid>/fd``) can change it; ``-`` when empty."""
+    if not data:
+        return "-"
+    import fcntl
+
+    fd = os.memfd_create("pysandboxes-rules", os.MFD_ALLOW_SEALING)  # the waiter's, by exec
+    os.write(fd, data)
+    seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd

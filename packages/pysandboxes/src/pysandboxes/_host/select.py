@@ -6,6 +6,11 @@ weaker ones. Without the key, ``OS_SANDBOX`` from the environment is read the sa
 and without either the default is Landlock. A provider that cannot run here is never
 replaced silently: the run stops with what is missing and how to fix it, unless the list
 names a fallback. Only ``subprocess`` (the Python layer alone) and ``none`` always run.
+
+Nothing in the environment weakens the rules: ``OS_SANDBOX``, read directly or through a
+``${OS_SANDBOX...}`` reference in the rule, may choose among the kernel providers, never
+``subprocess`` or ``none`` (an MCP client's ``env`` block or any parent process could set
+it); those are written in the rule file or given on the command line.
 """
 
 from __future__ import annotations
@@ -120,8 +125,11 @@ def select(policy: Policy, environ: Mapping[str, str]) -> Selection:
     setting = policy.os_sandbox
     if setting is not None:
         requested, source = parse_choice(setting.value), setting.origin.where
+        if "${" in setting.origin.text:  # the value came from the environment
+            _refuse_weakening(requested, f"'{setting.origin.text}' ({source})")
     elif environ.get("OS_SANDBOX", "").strip():
         requested, source = parse_choice(environ["OS_SANDBOX"]), "OS_SANDBOX"
+        _refuse_weakening(requested, "the OS_SANDBOX variable")
         unknown = [p for p in requested if p not in DESCRIPTIONS]
         if unknown:
             raise OSLayerUnavailable(
@@ -138,6 +146,22 @@ def select(policy: Policy, environ: Mapping[str, str]) -> Selection:
             return Selection(provider, requested, source, tuple(passed_over))
         passed_over.append((provider, reason))
     raise OSLayerUnavailable(_refusal(requested, source, passed_over), provider=requested[0])
+
+
+#: Providers without a kernel layer (``subprocess``) or without any (``none``).
+WEAK = ("subprocess", "none")
+
+
+def _refuse_weakening(requested: tuple[str, ...], through: str) -> None:
+    weak = [p for p in requested if p in WEAK]
+    if weak:
+        raise OSLayerUnavailable(
+            f"os-sandbox={weak[0]} came from the environment, through {through}: the "
+            "environment may choose among the kernel providers (landlock, bwrap, unshare), "
+            f"never {' or '.join(WEAK)}. To run without a kernel layer, write "
+            f"'os-sandbox={weak[0]}' in the rule file, or pass --os-sandbox={weak[0]}.",
+            provider=weak[0],
+        )
 
 
 def _refusal(requested: tuple[str, ...], source: str, missing: list[tuple[str, str]]) -> str:

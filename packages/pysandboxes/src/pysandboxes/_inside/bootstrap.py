@@ -63,7 +63,9 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     enforcer = _enforcer(spec)
     seen = _exposures(policy, spec.implicit, roots, program)
     judge = FileJudge(seen, policy.ignore, spec.protected)
-    files = FileGuard(judge, enforcer, Resolver())
+    # Landlock (also under unshare) lists only exposed directories: so does the guard.
+    walkways = spec.provider not in ("landlock", "unshare")
+    files = FileGuard(judge, enforcer, Resolver(), walkways=walkways)
     api = ApiJudge(policy)
     hook = AuditHook()
     hook.globals["__builtins__"] = {}
@@ -266,6 +268,10 @@ def main(
         sys.exit(255)
     if spec.provider in ("bwrap", "unshare"):
         restore_terminal_signals()
+    if program.kind == "repl" or sys.flags.inspect:
+        from pysandboxes._inside.repl import preload_line_editing
+
+        preload_line_editing()
     serve = None
     if serving is not None:
         from pysandboxes._inside.server import start

@@ -172,7 +172,9 @@ class Messages:
                 "sandbox cannot read such a path without running its code. Pass str(path)."
             )
         shown = f"'{report.named}'"
-        if report.named != report.real:
+        if report.named.startswith("/proc/self/fd/"):
+            shown = f"'{report.real}'"  # the sandbox's own pinned route: the user's path only
+        elif report.named != report.real:
             shown += f" ('{report.real}')"
         verb = _VERBS[report.access]
         if verdict.hidden and verdict.rule is not None:

@@ -33,25 +33,28 @@ def banner(
     kernel layer stands behind the rules, and ``py-sandbox=false`` that no Python layer does.
     """
     if provider == "none":
-        rules = "**NOT SANDBOXED: os-sandbox='none' runs this session with no guard**"
+        rules = "NOT SANDBOXED: os-sandbox=none, no rule is enforced in this session"
     elif learning:
-        rules = f"**API calls are LEARNED and saved in '{rule_file}' at the end of the session**"
+        rules = (
+            "LEARNING: nothing is refused; the files, variables, network and calls used "
+            f"here are written to '{rule_file}' when the session ends"
+        )
     elif not python_layer and provider == "subprocess":
-        rules = "**NOT SANDBOXED: py-sandbox=false and os-sandbox='subprocess' leave no layer**"
+        rules = "NOT SANDBOXED: py-sandbox=false and os-sandbox=subprocess leave no layer"
     elif not python_layer:
         rules = (
-            f"**APIs are LIMITED according to the rules in '{rule_file}' "
-            f"by the os-sandbox='{provider}' alone (py-sandbox=false: no Python layer)**"
+            f"Limited by the rules in '{rule_file}', enforced by os-sandbox={provider} "
+            "alone (py-sandbox=false: no Python layer)"
         )
     elif provider != "subprocess":
         rules = (
-            f"**APIs are LIMITED according to the rules in '{rule_file}' "
-            f"and by the os-sandbox='{provider}'**"
+            f"Limited by the rules in '{rule_file}', enforced by the Python layer "
+            f"and os-sandbox={provider}"
         )
     else:
         rules = (
-            f"**APIs are LIMITED according to the rules in '{rule_file}', "
-            "by the Python layer alone (os-sandbox='subprocess': no kernel layer)**"
+            f"Limited by the rules in '{rule_file}', enforced by the Python layer alone "
+            "(os-sandbox=subprocess: no kernel layer)"
         )
     return (
         f"SANDBOXES Python {sys.version} on {sys.platform}\n{rules}\n"
@@ -75,16 +78,86 @@ def interact(
     try:
         import IPython
     except ImportError:
-        _standard(namespace, text)
-        return
-    _ipython(IPython, namespace, text, tempdir)
+        IPython = None  # outside the except: no error typed later chains to this one
+    if IPython is None:
+        _standard(namespace, text, tempdir)
+    else:
+        _ipython(IPython, namespace, text, tempdir)
 
 
-def _standard(namespace: dict[str, Any], text: str) -> None:
+def _standard(namespace: dict[str, Any], text: str, tempdir: str | None) -> None:
+    """The standard console, with completion and history as ``python3`` has them; the
+    history lives in the sandbox's private directory, never in the user's home."""
     import code
 
     sys.ps1, sys.ps2 = PS1, PS2
-    code.interact(banner=text, local=namespace, exitmsg="")
+    history = _readline(namespace, tempdir)
+    try:
+        code.interact(banner=text, local=namespace, exitmsg="")
+    finally:
+        if history is not None:
+            history()
+
+
+def _readline(namespace: dict[str, Any], tempdir: str | None) -> Any:
+    """Tab completion on ``namespace`` and a history file; returns what saves it.
+
+    ``readline`` is the sandbox's to load (a program needs a ``native`` grant: its file
+    functions open paths no guard sees). Loaded here for the prompt, it keeps no file
+    function the typed code could call: those are taken off the module, and only the
+    history of the private directory is read and saved, by the session itself.
+    """
+    readline: Any = sys.modules.get("readline")
+    completer: Any = sys.modules.get("rlcompleter")
+    if readline is None or completer is None:
+        return None  # not loaded before the walls (see preload_line_editing)
+    readline.set_completer(completer.Completer(namespace).complete)
+    readline.parse_and_bind("tab: complete")
+    write = readline.write_history_file
+    for name in _READLINE_FILES:
+        function = getattr(readline, name, None)
+        if function is not None:
+            if name == "read_history_file" and tempdir is not None:
+                try:
+                    function(os.path.join(tempdir, "python_history"))
+                except OSError:
+                    pass  # the first session: no history yet
+            delattr(readline, name)
+    if tempdir is None:
+        return None
+    path = os.path.join(tempdir, "python_history")
+
+    def save() -> None:
+        try:
+            write(path)
+        except OSError:
+            pass
+
+    return save
+
+
+def preload_line_editing() -> None:
+    """Load ``readline`` for the prompt while the guards are not armed yet (a program
+    would need a ``native`` grant for it); ``_readline`` then takes its file functions
+    off before anything is typed."""
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        return
+    import importlib
+
+    try:
+        importlib.import_module("readline")
+        importlib.import_module("rlcompleter")
+    except ImportError:
+        pass  # a Python built without it: no completion, as python3 there
+
+
+#: The functions of ``readline`` that open files by a path the guards never see.
+_READLINE_FILES = (
+    "read_history_file",
+    "write_history_file",
+    "append_history_file",
+    "read_init_file",
+)
 
 
 def _ipython(ipython: Any, namespace: dict[str, Any], text: str, tempdir: str | None) -> None:
@@ -109,6 +182,9 @@ def _ipython(ipython: Any, namespace: dict[str, Any], text: str, tempdir: str | 
     config.TerminalInteractiveShell.prompts_class = SandboxPrompts
     config.TerminalIPythonApp.display_banner = False
     config.TerminalInteractiveShell.confirm_exit = False
+    # jedi keeps a cache under ~/.cache the rules do not expose, and completes nothing
+    # when refused: IPython's own completion reads the live objects instead.
+    config.Completer.use_jedi = False
     if tempdir is not None:
         ipython_dir = os.path.join(tempdir, "ipython")
         os.makedirs(ipython_dir, exist_ok=True)

@@ -58,7 +58,8 @@ def env_rule(builder: Builder, rule: RawRule) -> None:
     name, equal, template = value.partition("=")
     name = name.strip()
     if not equal:
-        builder.issue(origin, f"missing '=' in '{origin.text}': expected env=NAME=value")
+        hint = f": did you mean env={name}=${{{name}}}?" if name.isidentifier() else ""
+        builder.issue(origin, f"missing '=' in '{origin.text}': expected env=NAME=value{hint}")
         return
     if not name or "\0" in name:
         builder.issue(origin, f"'{origin.text}': the variable name is empty or invalid")

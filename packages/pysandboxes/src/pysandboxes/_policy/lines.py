@@ -230,11 +230,11 @@ class LineReader:
         if parsed is None:
             self._issue(
                 origin,
-                f"invalid rule '{text}': expected include \"path\" or "
-                'include-platform=PLATFORM "path"',
+                f"invalid rule '{text}': expected include \"path\", "
+                'include-optional "path" or include-platform=PLATFORM "path"',
             )
             return
-        platform, raw_target = parsed
+        platform, raw_target, optional = parsed
         if platform is not None and platform != self.platform:
             return
         if depth >= _MAX_INCLUDE_DEPTH:
@@ -255,11 +255,19 @@ class LineReader:
                 return
             target = expanded
         path = os.path.normpath(os.path.join(base, target))
+        if not optional and not os.path.lexists(path):
+            # A misspelt name would drop its rules, a learn=false lock among them.
+            self._issue(
+                origin,
+                f"'{text}': '{display_name(path, self.cwd)}' does not exist (write "
+                f'include-optional "{raw_target}" for a file that may be missing)',
+            )
         yield from self._file(path, depth + 1, including=origin)
 
 
-def _parse_include(text: str) -> tuple[str | None, str] | None:
-    """``include "p"`` or ``include-platform=P "p"`` → (platform, path), else ``None``."""
+def _parse_include(text: str) -> tuple[str | None, str, bool] | None:
+    """``include "p"``, ``include-optional "p"`` or ``include-platform=P "p"`` →
+    (platform, path, whether a missing file is fine), else ``None``."""
     head, space, rest = text.partition(" ")
     if not space:
         head, space, rest = text.partition("\t")
@@ -271,9 +279,9 @@ def _parse_include(text: str) -> tuple[str | None, str] | None:
         platform = head[len("include-platform=") :]
         if not platform or not all(c.isalnum() or c in "_.-" for c in platform):
             return None
-    elif head != "include":
+    elif head not in ("include", "include-optional"):
         return None
-    return platform, rest[1:-1]
+    return platform, rest[1:-1], head == "include-optional"
 
 
 def _located(source: str, message: str) -> ConfigIssue:

@@ -146,7 +146,8 @@ py-sandbox=true
 #   subprocess  a separate process, guarded by the Python layer only
 #   none        no kernel layer
 # A provider that cannot run on this host stops the start and says why: it never falls
-# back to a weaker one. OS_SANDBOX=subprocess in the environment picks another for one run.
+# back to a weaker one. OS_SANDBOX=bwrap in the environment picks another kernel provider for
+# one run (never subprocess or none: nothing in the environment weakens the rules).
 os-sandbox=${OS_SANDBOX:-landlock}
 # Provider options take the provider's name as a prefix:
 #bwrap.hostname=sandbox
@@ -156,3 +157,15 @@ os-sandbox=${OS_SANDBOX:-landlock}
 # line are then refused.
 # learn=false
 """
+
+
+#: What a first run's rule file starts with: a few lines, not the whole template.
+SHORT = """\
+# The rules of this program for python-sb (Py-Sandboxes), learned from what it did.
+# Each line below is a right the program has: review them. Nothing else is allowed.
+# `python-sb --template` prints every key, commented; `python-sb --learn ...` adds what
+# a new run needs.
+"""
+
+#: Where a new rule file starts, by the kind of learning run (see ``Plan.start``).
+STARTS = {"template": TEMPLATE, "short": SHORT, "rules": ""}

@@ -65,12 +65,15 @@ class LearnedRule:
             (``learned: read by app/db.py:12``).
         group: a header comment written once above the rules of the same group in one
             insertion (``⚠ Dangerous!``, ``Standard Python``).
+        secret: a right to a secret (a key, a credential file, a token variable): written
+            commented out, so that granting it is a deliberate edit.
     """
 
     block: str
     line: str
     note: str | None = None
     group: str | None = None
+    secret: bool = False
 
 
 def insert_learned(text: str, rules: Sequence[LearnedRule], *, now: datetime) -> str:
@@ -86,6 +89,11 @@ def insert_learned(text: str, rules: Sequence[LearnedRule], *, now: datetime) ->
     lines = _NEWLINE.split(text)
     ends = _NEWLINE.findall(text) + [""]
     present = {_active_text(line) for line in lines if not _ODD_BREAKS.search(line)}
+    present |= {
+        "#secret:" + _active_text(line.strip().removeprefix("#").strip())
+        for line in lines
+        if _SECRET_NOTE in line
+    }
     fresh = _fresh(rules, present)
     if not fresh:
         return text
@@ -136,6 +144,10 @@ def _active_text(line: str) -> str:
     return text
 
 
+#: The note of a secret written commented out (see ``LearnedRule.secret``).
+_SECRET_NOTE = "⚠ SECRET, not granted: uncomment to grant it"
+
+
 def _fresh(rules: Sequence[LearnedRule], present: set[str]) -> list[LearnedRule]:
     seen = set(present)
     fresh: list[LearnedRule] = []
@@ -146,8 +158,11 @@ def _fresh(rules: Sequence[LearnedRule], present: set[str]) -> list[LearnedRule]
             # A line break would smuggle a second rule in under the first one's note.
             raise ValueError(f"not a single rule line: {rule.line!r}")
         text = _active_text(rule.line)
-        if text not in seen:
-            seen.add(text)
+        # A secret stays commented out: written once, and never again once it is there,
+        # commented or granted.
+        key = f"#secret:{text}" if rule.secret else text
+        if text not in seen and key not in seen:
+            seen.add(key)
             fresh.append(rule)
     return fresh
 
@@ -173,6 +188,9 @@ def _render_block(rules: Sequence[LearnedRule]) -> list[str]:
         for rule in members:
             text = rule.line.strip()
             note = _comment(rule.note) if rule.note else ""
+            if rule.secret:
+                out.append(f"# {text}  # {_SECRET_NOTE}{f' ({note})' if note else ''}")
+                continue
             if not note:
                 out.append(text)
             elif "#" not in text and _active_text(f"{text}  # x") == _active_text(text):
@@ -186,10 +204,13 @@ def _render_block(rules: Sequence[LearnedRule]) -> list[str]:
 # -- files on disk -------------------------------------------------------------------------
 
 
-def write_rule_file(path: Path, rules: Sequence[LearnedRule], *, now: datetime) -> Path | None:
+def write_rule_file(
+    path: Path, rules: Sequence[LearnedRule], *, now: datetime, initial: str = TEMPLATE
+) -> Path | None:
     """Write the learned rules into the rule file at ``path``.
 
-    A missing file is created from ``TEMPLATE`` with the rules inserted, mode 0644
+    A missing file is created from ``initial`` (the commented ``TEMPLATE`` by default)
+    with the rules inserted, mode 0644
     whatever the umask. An existing file is rewritten only when a rule is new: first
     copied to ``<name>.old`` (or ``.old_1``, ``.old_2``..., never overwriting a backup),
     then replaced atomically, with its permission bits kept (not its owner: the file is
@@ -200,7 +221,7 @@ def write_rule_file(path: Path, rules: Sequence[LearnedRule], *, now: datetime) 
     or nothing was new and nothing was written. Raises ``OSError`` as the system reports
     it; the file is then unchanged and no temporary file or new backup is left behind.
     """
-    return _rewrite(path, lambda text: insert_learned(text, rules, now=now), TEMPLATE)
+    return _rewrite(path, lambda text: insert_learned(text, rules, now=now), initial)
 
 
 def write_pyproject(path: Path, rules: Sequence[LearnedRule], *, now: datetime) -> Path | None:
@@ -288,7 +309,9 @@ def insert_learned_pyproject(text: str, rules: Sequence[LearnedRule], *, now: da
     """
     existing = pyproject_rule_lines(text)
     # The parser takes these values as they are ('#' is no comment in TOML): compare as is.
-    fresh = _fresh(rules, {rule for _, rule in existing or []})
+    # TOML keeps no commented-out item in an array: a secret is only named in the summary.
+    granted = [rule for rule in rules if not rule.secret]
+    fresh = _fresh(granted, {rule for _, rule in existing or []})
     if not fresh:
         return text
     if existing is None:

@@ -144,7 +144,7 @@ def _conclude(plan: Plan, chunks: list[bytes], refusal: str) -> Summary:
         notes.append("check the file, then learn again; the rules learned are below")
         return _summary(learned, notes, shown, unwritten=True)
     try:
-        backup = _write(plan.output, learned)
+        backup = _write(plan.output, learned, plan.start)
     except (OSError, ValueError) as exc:
         notes.append(f"the rules could not be written to {shown}: {exc}")
         return _summary(learned, notes, shown, unwritten=True)  # nothing is lost
@@ -183,17 +183,21 @@ def _shown(path: str, cwd: str) -> str:
     return path if relative.startswith("..") else relative
 
 
-def _write(output: str, learned: Learned) -> str | None:
+def _write(output: str, learned: Learned, start: str = "template") -> str | None:
     from datetime import datetime
     from pathlib import Path
 
+    from pysandboxes._policy.template import STARTS
     from pysandboxes._policy.writer import write_pyproject, write_rule_file
 
     path = Path(output)
-    write = write_pyproject if path.name == "pyproject.toml" else write_rule_file
     if not learned.rules and path.exists():
         return None
-    backup = write(path, learned.rules, now=datetime.now())
+    if path.name == "pyproject.toml":
+        backup = write_pyproject(path, learned.rules, now=datetime.now())
+    else:
+        initial = STARTS.get(start, STARTS["template"])
+        backup = write_rule_file(path, learned.rules, now=datetime.now(), initial=initial)
     return str(backup) if backup is not None else None
 
 

@@ -52,6 +52,9 @@ class Plan:
         commands: the directories of ``PATH``: what is written there runs as the user,
             outside the sandbox, so nothing there is learned for writing.
         renderer: ``module:function`` that prints the summary (see ``conclude.show``).
+        start: what a new rule file starts with: ``template`` (every key, commented),
+            ``short`` (a few lines, a first run's), ``rules`` (the rules alone, to
+            include from another file).
     """
 
     fd: int
@@ -67,6 +70,7 @@ class Plan:
     digest: str = ""
     commands: tuple[str, ...] = ()
     renderer: str = ""
+    start: str = "template"
 
 
 def make_plan(
@@ -79,6 +83,7 @@ def make_plan(
     advice: str = "",
     digest: str = "",
     renderer: str = "",
+    start: str = "template",
 ) -> Plan:
     """The plan of a learning run, from the launcher's knowledge of the host."""
     variables = tuple((n, env[n]) for n in _PATH_VARIABLES if env.get(n, "").startswith("/"))
@@ -97,13 +102,14 @@ def make_plan(
         digest,
         tuple(p for p in env.get("PATH", "").split(os.pathsep) if p.startswith("/")),
         renderer,
+        start,
     )
 
 
 def plan_argument(plan: Plan) -> str:
     """The plan as one command-line argument of the waiter."""
     names = ("fd", "output", "cwd", "home", "variables", "host_names", "rule_files")
-    more = ("relaxed", "path", "advice", "digest", "commands", "renderer")
+    more = ("relaxed", "path", "advice", "digest", "commands", "renderer", "start")
     fields = {name: getattr(plan, name) for name in (*names, *more)}
     return json.dumps(fields)
 
@@ -127,6 +133,7 @@ class LearnRun:
         spec: what the child is told (its end of the pipe).
         provider: the kernel provider the rules ask for, relaxed while learning.
         digest: the output file's digest before the program started (see ``digest``).
+        start: what a new rule file starts with (see ``Plan.start``).
     """
 
     output: str
@@ -134,6 +141,7 @@ class LearnRun:
     spec: LearnSpec
     provider: str = "subprocess"
     digest: str = ""
+    start: str = "template"
 
     def close_child_end(self) -> None:
         """After the spawn: only the child may hold the write end, so its end is ours."""
@@ -154,19 +162,25 @@ class LearnRun:
         files the run protects as rule files, besides the policy's (the places the rule
         file search looks at): their directories are never learned writable either."""
         advice = ""
+        relaxed = _relaxed_note(self.provider)
         if policy.learn is not None:
             advice = f"remove {policy.learn.origin.text!r} ({policy.learn.origin.where}) to "
             advice += "enforce the rules: while it is there, every run learns"
+        elif self.start == "rules" and self.output not in policy.rule_files:
+            name = os.path.basename(self.output)  # --learn=FILE: no rule reads it yet
+            advice = f'add include "{name}" to your rule file for the next run to enforce them'
+            relaxed = ""  # the next run does not enforce them on its own
         return make_plan(
             self.read_fd,
             self.output,
             cwd,
             env,
             tuple(dict.fromkeys((*policy.rule_files, *protected))),
-            _relaxed_note(self.provider),
+            relaxed,
             advice,
             self.digest,
             renderer,
+            self.start,
         )
 
 
@@ -205,6 +219,7 @@ def start(
     host: Mapping[str, str],
     child_env: dict[str, str],
     provider: str = "subprocess",
+    start: str = "template",
 ) -> tuple[LearnRun, dict[str, str]]:
     """Open the event pipe; return the run and the environment the child gets."""
     removed = [rule.pattern for rule in policy.unenv]
@@ -219,7 +234,7 @@ def start(
     read_fd, write_fd = os.pipe()
     os.set_inheritable(write_fd, True)
     spec = LearnSpec(write_fd, known)
-    return LearnRun(output, read_fd, spec, provider, digest(output)), env
+    return LearnRun(output, read_fd, spec, provider, digest(output), start), env
 
 
 def digest(path: str) -> str:

@@ -26,6 +26,8 @@ import sys
 from pysandboxes._host.learning.places import (
     Context,
     home_hidden,
+    secret_file,
+    secret_variable,
     sensitive_directories,
     system_tree,
 )
@@ -130,7 +132,13 @@ def learn(events: Iterable[Event], context: Context) -> Learned:
     _net(out, [e for e in ordered if e.family == "net"])
     _imports(out, [e for e in ordered if e.family == "import"])
     _calls(out, [e for e in ordered if e.family == "call"])
-    return Learned(tuple(out.rules), tuple(out.rows), tuple(out.skipped))
+    skipped = list(out.skipped)
+    if out.secrets:
+        skipped.append(
+            f"{len(out.secrets)} secret(s) the program used are written commented out, not "
+            f"granted: {', '.join(out.secrets)}; granting one is a deliberate edit"
+        )
+    return Learned(tuple(out.rules), tuple(out.rows), tuple(skipped))
 
 
 class _Out:
@@ -138,25 +146,39 @@ class _Out:
         self.rules: list[LearnedRule] = []
         self.rows: list[tuple[str, str, str]] = []
         self.skipped: list[str] = []
+        self.secrets: list[str] = []
         self._lines: set[str] = set()
 
     def add(
-        self, family: str, block: str, line: str, note: str, where: str, group: str = ""
+        self,
+        family: str,
+        block: str,
+        line: str,
+        note: str,
+        where: str,
+        group: str = "",
+        *,
+        secret: bool = False,
     ) -> None:
         if line in self._lines:
             return
         self._lines.add(line)
         # ``where`` comes from the program (even forged): a short, printable note only.
         where = "".join(c if c.isprintable() else "?" for c in where[:200]) or "?"
-        self.rules.append(LearnedRule(block, line, f"learned: {note} {where}", group or None))
-        self.rows.append((family, line, where))
+        rule = LearnedRule(block, line, f"learned: {note} {where}", group or None, secret)
+        self.rules.append(rule)
+        self.rows.append(("⚠ secret" if secret else family, line, where))
+        if secret:  # named in the summary: the path, or the variable's name
+            value = line.partition("=")[2]
+            self.secrets.append(value.partition("=")[0] if line.startswith("env=") else value)
 
 
 def _env(out: _Out, events: Sequence[Event], context: Context) -> None:
     for event in sorted(events, key=lambda e: e.name):
         if event.name in context.host_names and _NAME.fullmatch(event.name):
             line = f"env={event.name}=${{{event.name}}}"
-            out.add("env", "envs", line, "read by", event.where)
+            secret = secret_variable(event.name)
+            out.add("env", "envs", line, "read by", event.where, secret=secret)
 
 
 def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
@@ -240,7 +262,9 @@ def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
             out.skipped.append(f"{path!r}: a name a rule line cannot hold safely: not granted")
             continue
         key = "expose-rw" if writable else "expose-ro"
-        out.add("files", "files", f"{key}={shown}", _VERBS[event.access], event.where)
+        secret = secret_file(path, context)
+        line = f"{key}={shown}"
+        out.add("files", "files", line, _VERBS[event.access], event.where, secret=secret)
 
 
 def _ancestors(path: str) -> list[str]:

@@ -47,10 +47,16 @@ def _descriptor(dir_fd: object) -> object:
 class FileGuard:
     """Judges file accesses and reports refusals to the enforcer."""
 
-    def __init__(self, judge: FileJudge, enforcer: Enforcer, resolver: Resolver) -> None:
+    def __init__(
+        self, judge: FileJudge, enforcer: Enforcer, resolver: Resolver, *, walkways: bool = True
+    ) -> None:
         self.judge = judge
         self.enforcer = enforcer
         self.resolver = resolver
+        # Whether a directory above an exposure may be listed (its way to the exposures
+        # shown): not where the kernel layer refuses to list it (Landlock), so that both
+        # layers give the same answer, and the Python layer's names the rule.
+        self._walkways = walkways
         # Verdicts reached in stable areas: (absolute, access, follow, metadata) -> real.
         self._settled: dict[tuple[str, Access, bool, bool], str] = {}
         #: Absolute paths whose metadata may be read, shared with the stat wrappers so they
@@ -233,7 +239,7 @@ class FileGuard:
         self.check(args[0], _READ, "os.chdir")
 
     def _list(self, path: object, api: str) -> None:
-        self.check(path, _READ, api, metadata=True)
+        self.check(path, _READ, api, metadata=self._walkways)
 
     def _metadata_event(self, args: tuple[Any, ...]) -> None:
         api, path, dir_fd, follow = args
