@@ -1,8 +1,10 @@
 """What the trusted side prepares around a spawn, and cleans of itself.
 
 Descriptors it inherited are kept from the sandbox, the sandbox gets a private temporary
-directory, the trusted side's own initial environment block is blanked once the child
-runs, and the interpreter options that would feed the next start-up are held back.
+directory and the few exposures it needs without a rule (devices, CA certificates), the
+trusted side's own initial environment block is blanked once the child runs, the
+interpreter options that would feed the next start-up are held back, and the waiter gets
+its copy of the rule files in a sealed descriptor.
 """
 
 from __future__ import annotations
