@@ -251,12 +251,13 @@ def test_makedirs_exist_ok_works_under_hidden_parents(
     result = sb("-c", code)
     assert (result.returncode, result.stdout) == (0, "True\n"), result.stderr
     # A directory above an exposure lists only the way there, nothing else of it; under
-    # Landlock the kernel refuses the listing outright (it would grant the whole tree).
+    # Landlock the kernel refuses the listing outright (it would grant the whole tree),
+    # and the Python layer says so first, naming the rule.
     (tmp_path / "hidden" / "private.txt").write_text("not for the sandbox")
     listed = sb("-c", f"import os; print(os.listdir({str(tmp_path / 'hidden')!r}))")
     assert "private.txt" not in listed.stdout + listed.stderr
-    kernel_refused = "PermissionError: [Errno 13]" in listed.stderr
-    assert listed.stdout == "['deeper']\n" or kernel_refused, listed.stderr
+    layered_refusal = "RuleFileNotFoundError: Reading" in listed.stderr
+    assert listed.stdout == "['deeper']\n" or layered_refusal, listed.stderr
 
 
 def test_is_in_sandbox(sb: Runner, py: Runner, project: Path) -> None:

@@ -149,7 +149,7 @@ def test_cant_create_a_missing_include_natively(
     (project / "profiles").mkdir()
     (project / "app.py").write_text(_native(PLANT, b"expose-ro=/\n"))
     (project / ".py-sandboxes").write_text(
-        'expose-ro=.\nexpose-rw=./profiles\ninclude "profiles/extra.profile"\n'
+        'expose-ro=.\nexpose-rw=./profiles\ninclude-optional "profiles/extra.profile"\n'
         f"python-api=ALLOW:native\npython-import=*\nos-sandbox={provider}\n"
     )
     include = project / "profiles" / "extra.profile"

@@ -187,7 +187,7 @@ def test_rule_files_stay_the_reviewed_ones_for_an_unprivileged_user(
     rules = "expose-rw=.\npython-api=ALLOW:native\npython-import=*\n"
     (project / ".py-sandboxes").write_text(rules)
     (project / "probe.py").write_text(NATIVE + APPEND_RULES)
-    result = _run_as_nobody(world, "probe.py", env={"OS_SANDBOX": provider})
+    result = _run_as_nobody(world, f"--os-sandbox={provider}", "probe.py", env={})
     if provider == "subprocess":
         assert result.stdout == "DONE\n", result.stderr
         assert ".py-sandboxes was changed while the program ran" in result.stderr
@@ -222,7 +222,7 @@ def test_nothing_outlives_the_run_of_an_unprivileged_user(world: Path, provider:
         "expose-rw=.\npython-api=ALLOW:os.fork, os.setsid\npython-import=*\n"
     )
     (project / "app.py").write_text(LINGER)
-    result = _run_as_nobody(world, "app.py", env={"OS_SANDBOX": provider})
+    result = _run_as_nobody(world, f"--os-sandbox={provider}", "app.py", env={})
     assert result.stdout == "2\n", result.stderr  # pid 2 of a namespace of its own
     alive = project / "alive"
     size = alive.stat().st_size if alive.exists() else 0

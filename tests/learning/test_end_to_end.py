@@ -155,7 +155,11 @@ def test_learning_does_not_leave_the_environment_to_the_waiter(
     (project / "app.py").write_text("import sys\nsys.stdin.read()\n")
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **ENV}
     run = subprocess.Popen(
-        [python_sb, "app.py"], cwd=project, env=env, stdin=subprocess.PIPE, stderr=subprocess.PIPE
+        [python_sb, "--learn", "app.py"],
+        cwd=project,
+        env=env,
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         environ = b"-"
