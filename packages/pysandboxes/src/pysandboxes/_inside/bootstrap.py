@@ -234,9 +234,10 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         imports.install()
     # Before the hook: importing it afterwards is refused.
     guard_unreported(calls.family_allowed, FORK_EXEC_FAMILY, sealed_globals)
-    dnspins.install(policy.pins)  # before the hook, which guards the functions it builds
+    # Before the hook, which guards the functions these build (and judges their making).
+    dnspins.install(policy.pins, sealed_globals)
+    filewraps.install(files.metadata_seen, sealed_globals)
     hook.install()
-    filewraps.install(files.metadata_seen)
     _hide(internal)
     return judge
 
@@ -254,9 +255,8 @@ def _enforcer(spec: LaunchSpec) -> Enforcer:
     return learning
 
 
-#: Modules that stay importable as they are: the public surface, what program frames may
-#: show (the runner sits under the program's first frame), and the wrappers, which hold
-#: only the functions they wrap (help() and IPython read their signatures).
+#: Modules that stay importable as they are: the public surface, and what program frames
+#: may show (the runner sits under the program's first frame).
 _PUBLIC = frozenset(
     {
         "pysandboxes",
@@ -268,8 +268,6 @@ _PUBLIC = frozenset(
         "pysandboxes._inside.tracebacks",
         "pysandboxes._inside.adjust",
         "pysandboxes._version",
-        "pysandboxes._inside.guards.filewraps",
-        "pysandboxes._inside.guards.pinned",
     }
 )
 

@@ -65,9 +65,8 @@ class IntegrityGuard:
         # The objects are kept alive with their ids: a freed module's dict could otherwise
         # lend its id to a dict of the program.
         self._kept = (tuple(own_globals), tuple(own_classes), tuple(readers))
-        # The judged copies of unreported functions run under these globals. C code they
-        # call may look at their frames (namedtuple does), but not at their code (it
-        # holds no original any more: defence in depth).
+        # The sealed functions (the judged copies of unreported functions, the wrappers)
+        # run under these globals: their defaults hold the originals, never their code.
         self._sealed = sealed_globals
         self._own = frozenset(id(g) for g in self._kept[0])
         self._classes = frozenset(id(c) for c in self._kept[1])
@@ -117,14 +116,20 @@ class IntegrityGuard:
         if type(name) is not str:
             return
         if name in _PROTECTED_ATTRIBUTES and self._ours(target):
+            if name == "__code__" and target.__globals__ is self._sealed:
+                # A sealed function's code holds no original (its defaults do): help()
+                # and IPython read it (is it a coroutine?) of the wrappers they show.
+                return
             self._refuse(f"Reading {name} of a function of the sandbox")
         elif (
             name == "f_code"
             and type(target) is FrameType
-            and (target.f_globals is self._hook_globals or target.f_globals is self._sealed)
+            and target.f_globals is self._hook_globals
             and not self._from_stdlib()
         ):
-            self._refuse("Reading the code of the sandbox's audit hook or of its judged copies")
+            # The sealed functions' frames are not refused: their code holds no original,
+            # and every traceback through a file function shows one.
+            self._refuse("Reading the code of the sandbox's audit hook")
 
     def _setattr(self, args: tuple[Any, ...]) -> None:
         target, name = args[0], args[1]
