@@ -186,10 +186,12 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     hook = AuditHook()
     hook.globals["__builtins__"] = {}
     internal = _internal_modules()
-    # Globals of the judged copies of unreported functions: watched like the guards' own,
-    # with the real builtins (C code run under such a frame looks __import__ up there).
+    guards = {name: module for name, module in internal.items() if name not in _REACHABLE}
+    # Globals of the sealed functions (the judged copies of unreported functions, the
+    # wrappers): watched like the guards' own, with the real builtins (C code run under
+    # such a frame looks __import__ up there).
     sealed_globals: dict[str, object] = {"__builtins__": builtins}
-    own_globals = [vars(module) for module in internal.values()] + [hook.globals, sealed_globals]
+    own_globals = [vars(module) for module in guards.values()] + [hook.globals, sealed_globals]
     dynamic = DynamicCodeGuard(
         api,
         enforcer,
@@ -201,9 +203,9 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     )
     integrity = IntegrityGuard(
         own_globals[:-1],
-        _classes(internal),
+        _classes(guards),
         hook.globals,
-        [_runner.__dict__],
+        [_runner.__dict__, _runner.user_traceback.__globals__],
         os.path.dirname(os.__file__),
         [r for r in roots if "-packages" in r],
         api,
@@ -228,6 +230,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         own_globals,
         program_code=[_runner.run.__code__],  # -m: the program asks for its module
         realpath=Resolver().realpath,
+        sealed_globals=sealed_globals,
     )
     if not import_judge.allows_any:  # python-import=* switches the guard off
         hook.add(imports.events)
@@ -255,19 +258,26 @@ def _enforcer(spec: LaunchSpec) -> Enforcer:
     return learning
 
 
-#: Modules that stay importable as they are: the public surface, and what program frames
-#: may show (the runner sits under the program's first frame).
+#: Modules that stay in sys.modules: the public surface and what it is made of. The
+#: others are taken out (_hide), and the import guard refuses them to the program.
 _PUBLIC = frozenset(
     {
         "pysandboxes",
         "pysandboxes.errors",
         "pysandboxes._mode",
         "pysandboxes._record",
+        "pysandboxes._version",
+    }
+)
+#: Hidden modules the program reaches all the same: the runner sits under its first frame
+#: (and holds the traceback cutter and the session), the import adjuster is on
+#: sys.meta_path. Their frames act for their caller; they are not the guards' own.
+_REACHABLE = frozenset(
+    {
         "pysandboxes._inside.runner",
         "pysandboxes._inside.repl",
         "pysandboxes._inside.tracebacks",
         "pysandboxes._inside.adjust",
-        "pysandboxes._version",
     }
 )
 

@@ -220,18 +220,3 @@ def _chain(first: Handler, second: Handler) -> Handler:
         second(args)
 
     return both
-
-
-def detached(
-    function: Callable[..., Any], name: str, doc: str | None, builtins: object = None
-) -> FunctionType:
-    """``function`` rebound to globals of its own (``builtins`` only: an empty namespace
-    by default), so nothing leads from it to the module that made it. Defaults and closure
-    are kept; it is named ``name`` with the docstring ``doc``."""
-    code: CodeType = function.__code__  # type: ignore[attr-defined]
-    namespace: dict[str, object] = {"__builtins__": {} if builtins is None else builtins}
-    defaults = function.__defaults__  # type: ignore[attr-defined]
-    made = FunctionType(code, namespace, name, defaults, function.__closure__)  # type: ignore[attr-defined]
-    made.__qualname__ = name
-    made.__doc__ = doc
-    return made

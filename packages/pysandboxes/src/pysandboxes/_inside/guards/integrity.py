@@ -19,6 +19,7 @@ import os
 from types import FrameType, FunctionType
 
 from pysandboxes._inside.enforce import call_refusal
+from pysandboxes._inside.guards.askers import OWN_DIRS
 from pysandboxes._inside.guards.audit import current_frame
 
 TYPE_CHECKING = False
@@ -145,18 +146,30 @@ class IntegrityGuard:
         """Whether the reader is the standard library, an installed package or the runner
         (all of which format tracebacks), rather than the program itself."""
         frame: FrameType | None = current_frame()
+        # The reader is under the hook frame that called this handler; a guard reads
+        # frames itself (the import guard walks them to know who asked).
+        while frame is not None and frame.f_globals is not self._hook_globals:
+            frame = frame.f_back
+        reader = frame.f_back if frame is not None else None
+        if reader is not None and id(reader.f_globals) in self._own:
+            return True
         # The hook's own frames are passed too: reading their code to know the reader
-        # would raise this very event again, without end.
-        while frame is not None and (
-            id(frame.f_globals) in self._own
-            or frame.f_globals is self._hook_globals
-            or frame.f_globals is self._sealed
-        ):
+        # would raise this very event again, without end. The runner and the traceback
+        # cutter read frames for the user (by their globals); the sandbox's other files
+        # act for their caller and lend it no trust.
+        while frame is not None:
+            if id(frame.f_globals) in self._readers:
+                return True
+            if not (
+                id(frame.f_globals) in self._own
+                or frame.f_globals is self._hook_globals
+                or frame.f_globals is self._sealed
+                or frame.f_code.co_filename.startswith(OWN_DIRS)
+            ):
+                break
             frame = frame.f_back
         if frame is None:
-            return True  # the guards themselves, called from C (the interactive prompt)
-        if id(frame.f_globals) in self._readers:
-            return True
+            return False  # C called in with no frame: for the program (an atexit callback)
         filename = frame.f_code.co_filename
         if filename.startswith("/") and os.path.normpath(filename) != filename:
             return False  # "<library>/../elsewhere" claims a place it is not in
