@@ -11,6 +11,7 @@ count as the program.
 from __future__ import annotations
 
 import os
+import types
 from _io import open as _open
 
 from pysandboxes._inside.enforce import call_refusal
@@ -75,6 +76,7 @@ class DynamicCodeGuard:
         self._roots = (self._stdlib, *self._third_party)
         self._import_code = ImportSystemCode(self._own, self._installed, self._roots)
         self._interactive: frozenset[str] = _INTERACTIVE if interactive else frozenset[str]()
+        self._coroutine = types.coroutine.__code__
         self._boot = bottom_code()  # the boot code, at the bottom of a session's stack
 
     @property
@@ -221,12 +223,15 @@ class DynamicCodeGuard:
         )
 
     def _code_new(self, args: tuple[Any, ...]) -> None:
-        # The standard library only rebuilds code it holds (types.coroutine flips a flag).
+        # Code objects are built only through this judged route, whoever calls it: the one
+        # rebuild of the standard library's own is types.coroutine flipping a flag of a
+        # function's code (name, file and bytecode unchanged); copy.replace, modulefinder
+        # and the rest build what their caller hands them, for the program.
         frame = self._asking(_BUILDING)
-        if frame is not None:
-            filename = frame.f_code.co_filename
-            if self._installed(filename) or self._module(filename) is not None:
-                return
+        if frame is not None and (
+            frame.f_code is self._coroutine or self._installed(frame.f_code.co_filename)
+        ):
+            return
         if not self._allowed:
             # Reported as the registered function whose grant would allow it.
             what = "Building a code object (types.CodeType, code.replace)"
