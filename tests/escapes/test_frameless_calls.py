@@ -159,3 +159,24 @@ def test_cant_compile_through_the_consoles_compiler(lab: Lab, route: str) -> Non
     result = lab.sb("-i", "-c", code, stdin="")
     assert "RAN" not in result.stdout, result.stdout + result.stderr
     assert "RuleApiPermissionError" in result.stderr
+
+
+def test_cant_run_a_program_module_before_the_program_starts(lab: Lab) -> None:
+    # Before the program starts every import is the sandbox's own start, but a module of
+    # the program's, named by PYTHONWARNINGS, would run the program's code in that time.
+    lab.setup(
+        lambda: (lab.project / "mine.py").write_text(
+            "print('MINE RAN', flush=True)\nclass Warn(Warning): pass\n"
+        )
+    )
+    warnings = "PYTHONWARNINGS=ignore::mine.Warn"
+    path = f"PYTHONPATH={lab.project}"  # plain python reads its options before the cwd
+    lab.rules("expose-ro=.", f"env={warnings}", f"env={path}", "python-import=sys")
+    lab.env = dict(entry.split("=", 1) for entry in (warnings, path))
+    code = "import sys\nprint('LOADED', 'mine' in sys.modules)\n"
+    control = lab.control(code)
+    assert "MINE RAN" in control.stdout, control.stdout + control.stderr
+    lab.env = None  # python-sb itself must not read them: the rules give them to the sandbox
+    result = lab.run_sandboxed(code)
+    assert "MINE RAN" not in result.stdout, result.stdout + result.stderr
+    assert "LOADED False" in result.stdout

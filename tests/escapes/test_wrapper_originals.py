@@ -169,6 +169,36 @@ def test_cant_call_an_original_a_wrapper_kept(lab: Lab, name: str) -> None:
     assert "GOT" not in result.stdout
 
 
+# CPython runs pending signal handlers where a function starts, handing them the frame
+# they interrupted: a sealed wrapper's frame then still held its original in its locals.
+SIGNAL_WINDOW = """
+import signal, time
+found = []
+def handler(signum, frame):
+    while frame is not None and not found:
+        value = frame.f_locals.get('_original')
+        if callable(value):
+            found.append(value)
+        frame = frame.f_back
+signal.signal(signal.SIGALRM, handler)
+signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.0001)
+deadline = time.monotonic() + 3
+while not found and time.monotonic() < deadline:
+    os.stat('.')
+signal.setitimer(signal.ITIMER_REAL, 0)
+stat = found[0] if found else os.stat
+print('GOT', stat(SECRET_FILE).st_ino)
+"""
+
+
+def test_cant_take_an_original_from_a_frame_a_signal_interrupts(lab: Lab) -> None:
+    lab.rules("expose-ro=./data", "expose-rw=./out", "os-sandbox=subprocess")
+    code = lab.probe(SIGNAL_WINDOW)
+    control = lab.control(code)
+    assert str(os.stat(lab.secret_file).st_ino) in control.stdout, control.stderr
+    lab.refused(code, "RuleFileNotFoundError")
+
+
 def test_cant_list_an_ignored_name_through_an_original(lab: Lab) -> None:
     # listdir's names are filtered by the wrapper: CPython's own listdir shows them all.
     lab.setup(lambda: (lab.data / "hidden.key").write_text(lab.secret))
@@ -204,7 +234,8 @@ def test_cant_fill_the_stat_wrappers_cache(lab: Lab) -> None:
         print('GOT', os.stat(SECRET_FILE).st_ino)
         """
     )
-    assert str(os.stat(lab.secret_file).st_ino) in lab.control(code).stdout
+    control = lab.control(code)
+    assert str(os.stat(lab.secret_file).st_ino) in control.stdout  # the tree of this run
     lab.refused(code, "RuleFileNotFoundError", watch=lambda: lab.state()["outside"])
 
 

@@ -23,7 +23,8 @@ the import is:
 
 Before the program starts (the runner says when: ``STARTED_EVENT``), no code of the
 program has run and every import is the sandbox's own start (the interactive shell's
-included).
+included), save code from outside the interpreter's trees: a module of the program's
+(named by ``PYTHONWARNINGS``, say) would run program code before it starts.
 """
 
 from __future__ import annotations
@@ -91,15 +92,22 @@ class ImportAsker:
         self.started = False
 
     def asked_by_program(
-        self, frame: FrameType | None, callee: str = "", *, loaded: bool = False
+        self,
+        frame: FrameType | None,
+        callee: str = "",
+        *,
+        loaded: bool = False,
+        program_file: bool = False,
     ) -> bool:
         """Whether the import under way at ``frame`` (the innermost frame to consider;
         ``callee`` is the name of the function it called) is the program's.
 
         ``loaded``: the module is in ``sys.modules`` already and nothing is loaded. A
         library that called C code importing such a module for itself (``re.sub`` with a
-        template, ``str.encode``) is then taken at its word: nothing would be gained."""
-        if not self.started:
+        template, ``str.encode``) is then taken at its word: nothing would be gained.
+        ``program_file``: the code about to run comes from outside the interpreter's trees
+        (the program's own files), which is never the sandbox's start."""
+        if not self.started and not program_file:
             return False  # the sandbox starting: no code of the program has run yet
         looking_through = False
         for _ in range(256):

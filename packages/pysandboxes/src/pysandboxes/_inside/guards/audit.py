@@ -15,6 +15,7 @@ its arguments.
 
 from __future__ import annotations
 
+import opcode
 import sys
 from types import CodeType, FrameType, FunctionType, MappingProxyType
 
@@ -127,7 +128,9 @@ def sealed_function(
         placeholders[c] if (type(c) is str and c in placeholders) else c for c in code.co_consts
     )
     name = name or code.co_name
-    code = code.replace(co_consts=consts, co_name=name, co_qualname=name)
+    code = code.replace(
+        co_consts=consts, co_name=name, co_qualname=name, co_code=_uninterrupted(code.co_code)
+    )
     made = FunctionType(code, globals_, name, defaults)
     if hidden:
         made.__kwdefaults__ = dict(hidden)
@@ -135,6 +138,23 @@ def sealed_function(
 
 
 _COMPILED: dict[tuple[str, str], CodeType] = {}
+_RESUME = opcode.opmap["RESUME"]
+
+
+def _uninterrupted(bytecode: bytes) -> bytes:
+    """The function's code, entered without running signal handlers.
+
+    CPython runs pending signal handlers where a function starts (its first ``RESUME``),
+    and a handler is handed the frame it interrupted: the hidden defaults are then still
+    in that frame's locals, before the first instructions clear them. ``RESUME``'s
+    argument says where execution resumes; "after ``yield from``" (2) skips that check
+    (3.11 to 3.13), and nothing else in the first instructions runs a handler."""
+    raw = bytearray(bytecode)
+    for offset in range(0, len(raw), 2):
+        if raw[offset] == _RESUME:
+            raw[offset + 1] = (raw[offset + 1] & ~3) | 2
+            break
+    return bytes(raw)
 
 
 def _compiled(source: str, filename: str) -> CodeType:

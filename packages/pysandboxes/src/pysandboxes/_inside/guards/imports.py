@@ -251,7 +251,12 @@ class ImportGuard:
         refused = self._refused_claims.get(claims)
         if refused is None:
             refused = self._refused_claims[claims] = self._judge_claims(*claims)
-        if refused and self._asked_by_program(frame.f_back, frame.f_code.co_name):
+        # The code comes from outside the interpreter's trees (frozen modules are in them).
+        filename = plain_str(code.co_filename) if type(code) is CodeType else None  # type: ignore[union-attr]
+        program_file = code_module is None and not (filename or "").startswith("<frozen ")
+        if refused and self._asked_by_program(
+            frame.f_back, frame.f_code.co_name, program_file=program_file
+        ):
             self._refuse(refused.partition(".")[0], refused)
 
     def _judge_claims(
@@ -327,8 +332,13 @@ class ImportGuard:
     # -- who asked --------------------------------------------------------------------
 
     def _asked_by_program(
-        self, frame: FrameType | None = None, callee: str = "", *, loaded: bool = False
+        self,
+        frame: FrameType | None = None,
+        callee: str = "",
+        *,
+        loaded: bool = False,
+        program_file: bool = False,
     ) -> bool:
         """Whether the program asked (``askers``); from here, or from ``frame``."""
         start = current_frame() if frame is None else frame
-        return self._asker.asked_by_program(start, callee, loaded=loaded)
+        return self._asker.asked_by_program(start, callee, loaded=loaded, program_file=program_file)
