@@ -106,3 +106,21 @@ def test_cant_import_through_the_runners_session(lab: Lab) -> None:
     assert got(lab.py("-c", code), "LOADED True")
     result = lab.sb("-c", code, stdin="")
     assert "LOADED False" in result.stdout, result.stdout + result.stderr
+
+
+def test_cant_load_the_sandboxs_files_under_another_name(lab: Lab) -> None:
+    # The import guard judges the code a module runs by the file it comes from too.
+    lab.rules("expose-ro=./data", "python-import=importlib,pysandboxes,harmless")
+    code = lab.probe(
+        """
+        import importlib.util, pysandboxes
+        path = pysandboxes.__path__[0] + '/_inside/runner.py'
+        spec = importlib.util.spec_from_file_location('harmless', path)
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+        print('DONE')
+        """,
+        imports="sys",
+    )
+    assert got(lab.control(code), "DONE")
+    result = lab.refused(code, "RuleModuleNotFoundError")
+    assert "pysandboxes._inside.runner" in result.stdout

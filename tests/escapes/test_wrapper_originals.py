@@ -239,6 +239,32 @@ def test_cant_fill_the_stat_wrappers_cache(lab: Lab) -> None:
     lab.refused(code, "RuleFileNotFoundError", watch=lambda: lab.state()["outside"])
 
 
+# A traceback through a wrapper showed its _before in the frame's locals, and the closure
+# of _before held the test of the paths judged before: made always true, every stat
+# skipped the hook.
+TRACEBACK_STATE = """
+try:
+    os.stat(OUT + '/missing/x')
+except OSError as exc:
+    tb = exc.__traceback__
+while tb is not None:
+    for value in list(tb.tb_frame.f_locals.values()):
+        for cell in getattr(value, '__closure__', None) or ():
+            if callable(cell.cell_contents):
+                cell.cell_contents = lambda *args, **kwargs: True
+    tb = tb.tb_next
+print('GOT', os.stat(SECRET_FILE).st_ino)
+"""
+
+
+def test_cant_change_a_wrappers_state_from_a_tracebacks_frames(lab: Lab) -> None:
+    lab.rules("expose-ro=./data", "expose-rw=./out", "os-sandbox=subprocess")
+    code = lab.probe(TRACEBACK_STATE)
+    control = lab.control(code)
+    assert str(os.stat(lab.secret_file).st_ino) in control.stdout  # the tree of this run
+    lab.refused(code, "RuleFileNotFoundError")
+
+
 # -- arguments read twice ----------------------------------------------------------------
 
 # The guard judged "l2/secret.txt" against the working directory (the object is no int);

@@ -175,15 +175,19 @@ def _compiled(source: str, filename: str) -> CodeType:
 # converts and judges them, and says how to go on: ``(instead, args, kwargs, after)``.
 # The original (or ``instead``, when it is not None) is called with ``args`` and
 # ``kwargs``; then ``after(result, None)`` gives the result, or ``after(None, error)``
-# tidies up after a failure. ``_before`` and whatever it returns hold no original, so
-# they may show in the frame's locals; the original never does (see sealed_function).
+# tidies up after a failure. Neither the original nor ``_before`` (whose closure holds
+# the wrapper's state) stays in the frame's locals (see sealed_function); what
+# ``_before`` returns holds no original and may show there.
 _WRAPPER_SOURCE = """
 def wrapper(*args, _original=None, _before=None, **kwargs):
     call = None
     try:
-        result = (_original, (_original := None), (call := _before(*args, **kwargs)), call[0])[
-            0 if call[0] is None else 3
-        ](*call[1], **call[2])
+        result = (
+            _original,
+            (_original := None),
+            (call := (_before, (_before := None))[0](*args, **kwargs)),
+            call[0],
+        )[0 if call[0] is None else 3](*call[1], **call[2])
     except "@0" as error:
         if call is not None and call[3] is not None:
             call[3](None, error)

@@ -33,7 +33,7 @@ import os
 import sys
 from types import CodeType
 
-from pysandboxes._inside.guards.askers import STARTED_EVENT, ImportAsker, bottom_code
+from pysandboxes._inside.guards.askers import OWN_DIRS, STARTED_EVENT, ImportAsker, bottom_code
 from pysandboxes._inside.guards.audit import current_frame
 from pysandboxes._inside.guards.importdoors import finder as make_finder
 from pysandboxes._inside.guards.importdoors import gcd_wrapper, import_wrapper
@@ -311,6 +311,11 @@ class ImportGuard:
         return found if found is not None else self._module_under_root(os.path.normpath(path))
 
     def _module_under_root(self, path: str) -> str | None:
+        for own in OWN_DIRS:
+            if path.startswith(own):
+                # The sandbox's own files are named in full: most are private.
+                dotted = path[len(own) :].removesuffix(".py").removesuffix("/__init__")
+                return ".".join(["pysandboxes", *dotted.split("/")]).removesuffix(".__init__")
         for root in self._roots_deepest_first:
             if path.startswith(root):
                 first = path[len(root) :].split("/")[0]
