@@ -23,6 +23,9 @@ RULES = (
     "python-import=pydoc",
     "python-import=unittest",
     "python-import=warnings",
+    "python-import=pickle",
+    "python-import=optparse",
+    "python-import=doctest",
 )
 
 SETUP = """\
@@ -45,6 +48,13 @@ suffix = sys.modules['_frozen_importlib_external'].EXTENSION_SUFFIXES[0]
             "stdlib, pattern='colorsys.py', top_level_dir=stdlib)",
             "colorsys",
         ),
+        # They name __import__ in their own code, with a name their caller hands them.
+        (
+            "import pickle; pickle._dumps(type('X', (), {'__module__': 'colorsys'}))",
+            "colorsys",
+        ),
+        ("import optparse; optparse.Values().read_module('colorsys')", "colorsys"),
+        ("import doctest; doctest._normalize_module('colorsys')", "colorsys"),
     ],
 )
 def test_cant_import_through_a_library_that_imports_what_it_is_handed(

@@ -11,15 +11,16 @@ child the function runs inline: the whole process is sandboxed already.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from pysandboxes._mode import is_in_sandbox
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs a start-up: the sandboxed interpreter binds this module
     from collections.abc import Callable
+    from typing import Any, ParamSpec, TypeVar, overload
 
-P = ParamSpec("P")
-R = TypeVar("R")
+    P = ParamSpec("P")
+    R = TypeVar("R")
 
 _CO_GENERATOR = 0x20
 _CO_COROUTINE = 0x80
@@ -29,12 +30,13 @@ _CO_ASYNC_GENERATOR = 0x200
 REGISTERED: dict[str, set[str]] = {}
 
 
-@overload
-def sandbox(function: Callable[P, R], /) -> Callable[P, R]: ...
+if TYPE_CHECKING:
 
+    @overload
+    def sandbox(function: Callable[P, R], /) -> Callable[P, R]: ...
 
-@overload
-def sandbox(*, profile: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+    @overload
+    def sandbox(*, profile: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
 def sandbox(function: Any = None, /, *, profile: str | None = None) -> Any:

@@ -251,7 +251,7 @@ def _importable(function: Callable[..., Any], what: str) -> None:
         )
 
 
-def _module_files() -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _module_files() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """The files of the modules defining ``@sandbox`` functions (and of their packages),
     and the directories of the search path they are found in."""
     from pysandboxes._api.decorator import REGISTERED
@@ -273,4 +273,4 @@ def _module_files() -> tuple[tuple[str, ...], tuple[str, ...]]:
         files += [f for f in found if f not in files]
         if root not in roots:
             roots.append(root)
-    return tuple(files), tuple(roots)
+    return tuple(files), tuple(roots), tuple(sorted(REGISTERED))

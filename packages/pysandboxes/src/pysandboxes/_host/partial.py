@@ -63,7 +63,7 @@ class Child:
         request: LaunchRequest,
         *,
         env: Mapping[str, str],
-        modules: tuple[tuple[str, ...], tuple[str, ...]],
+        modules: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]],
         workers: int,
         result_limit: int,
     ) -> None:
@@ -79,8 +79,9 @@ class Child:
         self.result_limit = result_limit
         ours, theirs = socket.socketpair()
         theirs.set_inheritable(True)
-        files, path = modules
-        spec = replace(spec, serve=ServeSpec(theirs.fileno(), workers, files, path))
+        files, path, names = modules
+        serve = ServeSpec(theirs.fileno(), workers, files, path, names)
+        spec = replace(spec, serve=serve)
         errors_read, errors_write = os.pipe()
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),

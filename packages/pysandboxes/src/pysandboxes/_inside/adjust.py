@@ -14,6 +14,10 @@ import errno
 import os
 import sys
 
+# Bound now, not when first needed: the finder runs inside the program's imports, which
+# would be charged for it (importlib.machinery is loaded at start-up anyway).
+from importlib.machinery import PathFinder
+
 from pysandboxes._inside.tracebacks import leave_out_own_frames, threads_print_without_own_frames
 from pysandboxes.errors import RulePermissionError
 
@@ -72,8 +76,6 @@ class _AfterImport:
         adjustments = self._adjustments
         if name not in adjustments:
             return None
-        from importlib.machinery import PathFinder
-
         spec = PathFinder.find_spec(name, path)  # type: ignore[arg-type]
         if spec is None or spec.loader is None:
             return spec

@@ -46,6 +46,21 @@ if TYPE_CHECKING:
     from pysandboxes._wire.spec import Program
 
 
+def _bind_partial_names() -> None:
+    """Bind ``sandbox``, ``sandboxes`` and ``run`` now. The package imports them when
+    first used, but once the guards are up the program may not import the sandbox's
+    private modules, and its ``@sandbox`` functions run inline here."""
+    import pysandboxes
+    from pysandboxes._api import decorator, partial
+
+    for name, value in (
+        ("sandbox", decorator.sandbox),
+        ("sandboxes", partial.sandboxes),
+        ("run", partial.run),
+    ):
+        setattr(pysandboxes, name, value)
+
+
 def _read_spec(fd: int) -> LaunchSpec:
     chunks: list[bytes] = []
     while chunk := os.read(fd, 1 << 16):
@@ -60,6 +75,15 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     Returns the file judge, for the listing taken before the walls.
     """
     policy = spec.policy
+    if spec.serve is not None and spec.serve.modules:
+        # The modules of the @sandbox functions are the program: importable without a
+        # rule, as a script's own file is readable (what they import is judged).
+        from pysandboxes._policy.model import ImportRule, Origin
+        from pysandboxes._record import replace
+
+        where = Origin("<sandbox functions>", 0, "the modules of the @sandbox functions")
+        names = frozenset(name.partition(".")[0] for name in spec.serve.modules)
+        policy = replace(policy, imports=(*policy.imports, ImportRule(names, False, where)))
     enforcer = _enforcer(spec)
     seen = _exposures(policy, spec.implicit, roots, program)
     judge = FileJudge(seen, policy.ignore, spec.protected)
@@ -70,10 +94,12 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     hook = AuditHook()
     hook.globals["__builtins__"] = {}
     internal = _internal_modules()
-    # Globals of the judged copies of unreported functions: watched like the guards' own,
-    # with the real builtins (C code run under such a frame looks __import__ up there).
+    guards = {name: module for name, module in internal.items() if name not in _REACHABLE}
+    # Globals of the sealed functions (the judged copies of unreported functions, the
+    # wrappers): watched like the guards' own, with the real builtins (C code run under
+    # such a frame looks __import__ up there).
     sealed_globals: dict[str, object] = {"__builtins__": builtins}
-    own_globals = [vars(module) for module in internal.values()] + [hook.globals, sealed_globals]
+    own_globals = [vars(module) for module in guards.values()] + [hook.globals, sealed_globals]
     dynamic = DynamicCodeGuard(
         api,
         enforcer,
@@ -85,9 +111,9 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     )
     integrity = IntegrityGuard(
         own_globals[:-1],
-        _classes(internal),
+        _classes(guards),
         hook.globals,
-        [_runner.__dict__],
+        [_runner.__dict__, _runner.user_traceback.__globals__],
         os.path.dirname(os.__file__),
         [r for r in roots if "-packages" in r],
         api,
@@ -112,15 +138,17 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         own_globals,
         program_code=[_runner.run.__code__],  # -m: the program asks for its module
         realpath=Resolver().realpath,
+        sealed_globals=sealed_globals,
     )
     if not import_judge.allows_any:  # python-import=* switches the guard off
         hook.add(imports.events)
         imports.install()
     # Before the hook: importing it afterwards is refused.
     guard_unreported(calls.family_allowed, FORK_EXEC_FAMILY, sealed_globals)
-    dnspins.install(policy.pins)  # before the hook, which guards the functions it builds
+    # Before the hook, which guards the functions these build (and judges their making).
+    dnspins.install(policy.pins, sealed_globals)
+    filewraps.install(files.metadata_seen, sealed_globals)
     hook.install()
-    filewraps.install(files.metadata_seen)
     _hide(internal)
     return judge
 
@@ -138,22 +166,26 @@ def _enforcer(spec: LaunchSpec) -> Enforcer:
     return learning
 
 
-#: Modules that stay importable as they are: the public surface, what program frames may
-#: show (the runner sits under the program's first frame), and the wrappers, which hold
-#: only the functions they wrap (help() and IPython read their signatures).
+#: Modules that stay in sys.modules: the public surface and what it is made of. The
+#: others are taken out (_hide), and the import guard refuses them to the program.
 _PUBLIC = frozenset(
     {
         "pysandboxes",
         "pysandboxes.errors",
         "pysandboxes._mode",
         "pysandboxes._record",
+        "pysandboxes._version",
+    }
+)
+#: Hidden modules the program reaches all the same: the runner sits under its first frame
+#: (and holds the traceback cutter and the session), the import adjuster is on
+#: sys.meta_path. Their frames act for their caller; they are not the guards' own.
+_REACHABLE = frozenset(
+    {
         "pysandboxes._inside.runner",
         "pysandboxes._inside.repl",
         "pysandboxes._inside.tracebacks",
         "pysandboxes._inside.adjust",
-        "pysandboxes._version",
-        "pysandboxes._inside.guards.filewraps",
-        "pysandboxes._inside.guards.pinned",
     }
 )
 
@@ -277,6 +309,7 @@ def main(
         from pysandboxes._inside.server import start
 
         serve = start(serving.fd, serving.workers)  # its threads exist before the guards
+    _bind_partial_names()
     judge = None
     if python_layer:
         judge = install_guards(spec, roots, files)

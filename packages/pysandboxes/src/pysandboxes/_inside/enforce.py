@@ -166,6 +166,12 @@ class Messages:
                 "directory, changes must go through Python's file functions (open, os.open, "
                 "os.rename...), which the sandbox pins against swapped directories."
             )
+        if verdict.fix == "<unseen-dir-fd>":
+            return (
+                f"{_VERBS[report.access]} '{report.named}' is refused: a relative name given "
+                "to os.open's C function may be resolved from a dir_fd the sandbox cannot "
+                "see. Call os.open, which judges the name through the descriptor."
+            )
         if report.real == "\0unknowable path object":
             return (
                 f"{_VERBS[report.access]} a path given as {report.named} is refused: the "

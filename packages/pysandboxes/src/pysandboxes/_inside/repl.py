@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 import sys
 
+# Bound now: the runner's session imports nothing of the sandbox's once the program runs.
+from pysandboxes._inside.tracebacks import user_traceback
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -92,6 +95,7 @@ def _standard(namespace: dict[str, Any], text: str, tempdir: str | None) -> None
 
     sys.ps1, sys.ps2 = PS1, PS2
     history = _readline(namespace, tempdir)
+    sys.audit("pysandboxes.started")  # what is typed is the program
     try:
         code.interact(banner=text, local=namespace, exitmsg="")
     finally:
@@ -185,6 +189,10 @@ def _ipython(ipython: Any, namespace: dict[str, Any], text: str, tempdir: str | 
     # jedi keeps a cache under ~/.cache the rules do not expose, and completes nothing
     # when refused: IPython's own completion reads the live objects instead.
     config.Completer.use_jedi = False
+    # The shell starts before the program does (its own imports are the sandbox's): the
+    # user's start-up file would run in that time, so it does not run, as with the
+    # standard session.
+    config.InteractiveShellApp.exec_PYTHONSTARTUP = False
     if tempdir is not None:
         ipython_dir = os.path.join(tempdir, "ipython")
         os.makedirs(ipython_dir, exist_ok=True)
@@ -199,6 +207,7 @@ def _ipython(ipython: Any, namespace: dict[str, Any], text: str, tempdir: str | 
     app: Any = TerminalIPythonApp.instance(user_ns=namespace, config=config)
     app.initialize([])
     app.shell.set_custom_exc((Exception,), _without_sandbox_frames)
+    sys.audit("pysandboxes.started")  # what is typed is the program
     app.start()
 
 
@@ -207,6 +216,4 @@ def _without_sandbox_frames(
 ) -> None:
     """Show an error of a cell as the standard session does: a refusal's traceback ends
     at the line typed, without the frames of the guard that raised it."""
-    from pysandboxes._inside.tracebacks import user_traceback
-
     shell.showtraceback((etype, value, user_traceback(tb)), tb_offset=tb_offset)

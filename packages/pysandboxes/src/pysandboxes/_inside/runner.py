@@ -13,6 +13,7 @@ import os
 import runpy  # here, not in run(): run's own imports are charged to the program
 import sys
 
+from pysandboxes._inside import repl as _repl
 from pysandboxes._inside.repl import PS1, PS2
 from pysandboxes._inside.tracebacks import prompt_excepthook, user_traceback
 
@@ -107,6 +108,8 @@ def read_script(path: str) -> CodeType | None:
 def run(program: Program, code: CodeType | None, serve: Callable[[], None] | None = None) -> None:
     """Run the program (or, in partial mode, ``serve`` the calls until the caller
     closes); does not return on an uncaught exception."""
+    if program.kind != "repl":  # the session says so itself, once it is up
+        sys.audit("pysandboxes.started")  # what is imported from now on may be the program's
     try:
         if serve is not None:
             serve()
@@ -193,9 +196,7 @@ def interact(namespace: dict[str, object]) -> None:
     # page in this interpreter instead.
     tty = sys.stdin.isatty() and sys.stdout.isatty()
     pydoc.pager = pydoc.ttypager if tty else pydoc.plainpager  # type: ignore[assignment]
-    from pysandboxes._inside.repl import interact as repl
-
-    repl(
+    _repl.interact(
         namespace,
         rule_file,
         session["tempdir"],

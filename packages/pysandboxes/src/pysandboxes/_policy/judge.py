@@ -8,6 +8,7 @@ the deciding rule and, when a rule would allow the access, the exact line to add
 from __future__ import annotations
 
 import os
+import sys
 
 from pysandboxes._policy.globs import compile_ignore
 from pysandboxes._policy.model import Access, Verdict
@@ -243,7 +244,7 @@ class NetJudge:
 
 
 #: Modules every program may import without a rule: those of 0.7.0's keep-list, this
-#: package, ``__future__`` (a compiler directive), and the modules CPython's C code
+#: package's public modules, ``__future__`` (a compiler directive), and the modules CPython's C code
 #: imports by itself on the program's behalf (``time.strptime`` loads ``_strptime``,
 #: ``object.__reduce_ex__`` loads ``copyreg``, codecs load ``encodings``).
 KEPT_MODULES = frozenset(
@@ -256,14 +257,19 @@ KEPT_MODULES = frozenset(
         "builtins",
         "copyreg",
         "encodings",
+        "io",  # printing a traceback, C reads each line through io.open
         "pysandboxes",
+        "pysandboxes.errors",
         "sys",
         "tokenize",
         "warnings",
+        # 3.13: printing an uncaught exception goes through the traceback module.
+        *(("traceback",) if sys.version_info >= (3, 13) else ()),
     }
 )
-#: Kept packages whose submodules are kept too (0.7.0 judges ``asyncio.subprocess``).
-_KEPT_PACKAGES = frozenset({"encodings", "pysandboxes"})
+#: Kept packages whose submodules are kept too (0.7.0 judges ``asyncio.subprocess``). The
+#: sandbox's own modules are not: ``pysandboxes`` and its ``errors`` are its public ones.
+_KEPT_PACKAGES = frozenset({"encodings"})
 
 
 class ImportJudge:

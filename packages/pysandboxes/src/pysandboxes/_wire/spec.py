@@ -121,12 +121,14 @@ class ServeSpec:
         files: the source files of the modules that define ``@sandbox`` functions and of
             their packages: the program, readable without a rule.
         path: the directories of the search path those modules are found in.
+        modules: the names of those modules: importable without a rule, as the program.
     """
 
     fd: int
     workers: int
     files: tuple[str, ...] = ()
     path: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
 
 
 @record

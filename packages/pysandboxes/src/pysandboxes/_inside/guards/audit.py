@@ -15,6 +15,7 @@ its arguments.
 
 from __future__ import annotations
 
+import opcode
 import sys
 from types import CodeType, FrameType, FunctionType, MappingProxyType
 
@@ -107,29 +108,133 @@ def sealed_function(
     globals_: dict[str, object],
     filename: str,
     hidden: dict[str, object] | None = None,
+    name: str | None = None,
+    defaults: tuple[object, ...] | None = None,
 ) -> FunctionType:
     """The one function ``source`` defines, its string constants ``"@0"``, ``"@1"``...
-    replaced by ``objects``: no closure, and globals the integrity guard watches (reading
-    ``__code__`` or ``__kwdefaults__`` of it is refused).
+    replaced by ``objects``: no closure, and globals the integrity guard watches (changing
+    its code or reading its defaults is refused).
 
     Constants are for harmless objects only: the code of a frame reaches the program (the
     standard library reads ``f_code`` of a traceback's frames). What must stay out of
     reach goes in ``hidden``, the keyword-only defaults, which the source takes onto the
     stack and clears (``(_x, (_x := None))[0](...)``) before anything can fail or run
-    code of the program, so that the frame's locals never show it."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "'str' object is not callable": on purpose
-        module = compile(source, filename, "exec")
-    code = next(c for c in module.co_consts if isinstance(c, CodeType))
+    code of the program, so that the frame's locals never show it. ``name`` renames the
+    function and its code (tracebacks show the code's name); ``defaults`` are those of
+    its positional parameters (the source's own are not kept)."""
+    code = _compiled(source, filename)
     placeholders = {f"@{i}": value for i, value in enumerate(objects)}
     consts = tuple(
         placeholders[c] if (type(c) is str and c in placeholders) else c for c in code.co_consts
     )
-    made = FunctionType(code.replace(co_consts=consts), globals_, code.co_name)
+    name = name or code.co_name
+    code = code.replace(
+        co_consts=consts, co_name=name, co_qualname=name, co_code=_uninterrupted(code.co_code)
+    )
+    made = FunctionType(code, globals_, name, defaults)
     if hidden:
         made.__kwdefaults__ = dict(hidden)
+    return made
+
+
+_COMPILED: dict[tuple[str, str], CodeType] = {}
+_RESUME = opcode.opmap["RESUME"]
+
+
+def _uninterrupted(bytecode: bytes) -> bytes:
+    """The function's code, entered without running signal handlers.
+
+    CPython runs pending signal handlers where a function starts (its first ``RESUME``),
+    and a handler is handed the frame it interrupted: the hidden defaults are then still
+    in that frame's locals, before the first instructions clear them. ``RESUME``'s
+    argument says where execution resumes; "after ``yield from``" (2) skips that check
+    (3.11 to 3.13), and nothing else in the first instructions runs a handler."""
+    raw = bytearray(bytecode)
+    for offset in range(0, len(raw), 2):
+        if raw[offset] == _RESUME:
+            raw[offset + 1] = (raw[offset + 1] & ~3) | 2
+            break
+    return bytes(raw)
+
+
+def _compiled(source: str, filename: str) -> CodeType:
+    """The code of the one function ``source`` defines, compiled once per source."""
+    known = _COMPILED.get((source, filename))
+    if known is None:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "'str' object is not callable": on purpose
+            module = compile(source, filename, "exec")
+        known = next(c for c in module.co_consts if isinstance(c, CodeType))
+        _COMPILED[(source, filename)] = known
+    return known
+
+
+# A wrapper of a function the guards judge. ``_before`` takes the call's arguments,
+# converts and judges them, and says how to go on: ``(instead, args, kwargs, after)``.
+# The original (or ``instead``, when it is not None) is called with ``args`` and
+# ``kwargs``; then ``after(result, None)`` gives the result, or ``after(None, error)``
+# tidies up after a failure. Neither the original nor ``_before`` (whose closure holds
+# the wrapper's state) stays in the frame's locals (see sealed_function); what
+# ``_before`` returns holds no original and may show there.
+_WRAPPER_SOURCE = """
+def wrapper(*args, _original=None, _before=None, **kwargs):
+    call = None
+    try:
+        result = (
+            _original,
+            (_original := None),
+            (call := (_before, (_before := None))[0](*args, **kwargs)),
+            call[0],
+        )[0 if call[0] is None else 3](*call[1], **call[2])
+    except "@0" as error:
+        if call is not None and call[3] is not None:
+            call[3](None, error)
+        raise
+    return result if call[3] is None else call[3](result, None)
+"""
+#: The file the wrappers' code is named after: tracebacks cut the sandbox's own frames.
+_WRAPPER_FILE = __file__.rpartition("/")[0] + "/<judged wrapper>"
+
+if TYPE_CHECKING:
+    #: What a wrapper's ``_before`` returns: ``(instead, args, kwargs, after)``.
+    Call = tuple[
+        "Callable[..., Any] | None",
+        tuple[Any, ...],
+        dict[str, Any],
+        "Callable[[Any, BaseException | None], Any] | None",
+    ]
+
+
+def sealed_wrapper(
+    original: Callable[..., Any],
+    before: Callable[..., Call],
+    globals_: dict[str, object],
+    name: str | None = None,
+) -> FunctionType:
+    """A judged wrapper of ``original``, which only its ``_before`` decides how to call
+    (see ``_WRAPPER_SOURCE``): the original is reachable from nothing the program holds.
+
+    It looks like the original to ``help()`` and IPython: same name, docstring and
+    signature (``__text_signature__``, which ``inspect`` reads before any code)."""
+    name = name or original.__name__
+    made = sealed_function(
+        _WRAPPER_SOURCE,
+        (BaseException,),
+        globals_,
+        _WRAPPER_FILE,
+        {"_original": original, "_before": before},
+        name,
+    )
+    made.__qualname__ = getattr(original, "__qualname__", name)
+    made.__doc__ = original.__doc__
+    made.__module__ = getattr(original, "__module__", None) or "posix"
+    signature = getattr(original, "__text_signature__", None)
+    if type(signature) is str:
+        # "($module, /, path...)": the module is the builtin's bound first argument.
+        signature = signature.replace("($module, /, ", "(", 1).replace("($module, ", "(", 1)
+        made.__text_signature__ = signature  # type: ignore[attr-defined]
     return made
 
 
@@ -139,18 +244,3 @@ def _chain(first: Handler, second: Handler) -> Handler:
         second(args)
 
     return both
-
-
-def detached(
-    function: Callable[..., Any], name: str, doc: str | None, builtins: object = None
-) -> FunctionType:
-    """``function`` rebound to globals of its own (``builtins`` only: an empty namespace
-    by default), so nothing leads from it to the module that made it. Defaults and closure
-    are kept; it is named ``name`` with the docstring ``doc``."""
-    code: CodeType = function.__code__  # type: ignore[attr-defined]
-    namespace: dict[str, object] = {"__builtins__": {} if builtins is None else builtins}
-    defaults = function.__defaults__  # type: ignore[attr-defined]
-    made = FunctionType(code, namespace, name, defaults, function.__closure__)  # type: ignore[attr-defined]
-    made.__qualname__ = name
-    made.__doc__ = doc
-    return made

@@ -8,22 +8,23 @@ addresses. Inside the sandbox, ``getaddrinfo``, ``gethostbyname`` and
 allow: a DNS server that changes its answer (DNS rebinding) cannot move the connection.
 Other names go to the system, and the network guard judges that lookup.
 
-The replacements live in ``_socket``, before ``socket`` copies them, and hold nothing but
-the pins and the system's functions (calling those is an ordinary, judged lookup).
+The replacements live in ``_socket``, before ``socket`` copies them. They are sealed
+wrappers: what the program can reach holds the pins, never the system's functions.
 """
 
 from __future__ import annotations
 
 import _socket
-import builtins
 from types import MappingProxyType
 
-from pysandboxes._inside.guards.audit import detached
+from pysandboxes._inside.guards.audit import sealed_wrapper
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
+
+    from pysandboxes._inside.guards.audit import Call
 
 
 def _answers(pins: Iterable[tuple[str, tuple[str, ...]]]) -> dict[str, tuple[str, ...]]:
@@ -31,9 +32,7 @@ def _answers(pins: Iterable[tuple[str, tuple[str, ...]]]) -> dict[str, tuple[str
     return {name.lower(): addresses for name, addresses in pins}
 
 
-def _getaddrinfo(
-    system: Callable[..., Any], pinned: dict[str, tuple[str, ...]]
-) -> Callable[..., Any]:
+def _getaddrinfo(pinned: dict[str, tuple[str, ...]]) -> Callable[..., Call]:
     inet, inet6, unspec = _socket.AF_INET, _socket.AF_INET6, _socket.AF_UNSPEC
     kinds = ((_socket.SOCK_STREAM, 6), (_socket.SOCK_DGRAM, 17), (_socket.SOCK_RAW, 0))
     canon_flag, numeric_flag = _socket.AI_CANONNAME, _socket.AI_NUMERICHOST
@@ -41,11 +40,12 @@ def _getaddrinfo(
 
     def getaddrinfo(
         host: Any, port: Any, family: int = 0, type: int = 0, proto: int = 0, flags: int = 0
-    ) -> Any:
+    ) -> Call:
+        system: Call = (None, (host, port, family, type, proto, flags), {}, None)
         key = host.lower() if isinstance(host, str) else None
         addresses = pinned.get(key) if key is not None else None  # type: ignore[arg-type]
         if addresses is None or flags & numeric_flag:
-            return system(host, port, family, type, proto, flags)
+            return system
         if port is None:
             number = 0
         elif isinstance(port, int):
@@ -65,37 +65,38 @@ def _getaddrinfo(
                     continue
                 found.append((inet6 if is_v6 else inet, kind, proto or kind_proto, canon, sockaddr))
                 canon = ""
-        if not found:
-            return system(host, port, family, type, proto, flags)
-        return found
+        return (_list, (found,), {}, None) if found else system
 
     return getaddrinfo
 
 
-def _gethostbyname(
-    system: Callable[..., Any], pinned: dict[str, tuple[str, ...]]
-) -> Callable[..., Any]:
-    def gethostbyname(hostname: Any) -> Any:
+def _gethostbyname(pinned: dict[str, tuple[str, ...]]) -> Callable[..., Call]:
+    def gethostbyname(hostname: Any) -> Call:
         key = hostname.lower() if isinstance(hostname, str) else None
         v4 = [a for a in pinned.get(key, ()) if ":" not in a] if key is not None else []  # type: ignore[arg-type]
-        return v4[0] if v4 else system(hostname)
+        return (_str, (v4[0],), {}, None) if v4 else (None, (hostname,), {}, None)
 
     return gethostbyname
 
 
-def _gethostbyname_ex(
-    system: Callable[..., Any], pinned: dict[str, tuple[str, ...]]
-) -> Callable[..., Any]:
-    def gethostbyname_ex(hostname: Any) -> Any:
+def _gethostbyname_ex(pinned: dict[str, tuple[str, ...]]) -> Callable[..., Call]:
+    def gethostbyname_ex(hostname: Any) -> Call:
         key = hostname.lower() if isinstance(hostname, str) else None
         v4 = [a for a in pinned.get(key, ()) if ":" not in a] if key is not None else []  # type: ignore[arg-type]
-        return (hostname, [], v4) if v4 else system(hostname)
+        if v4:
+            return (_tuple, ((hostname, [], v4),), {}, None)
+        return (None, (hostname,), {}, None)
 
     return gethostbyname_ex
 
 
-def install(pins: Iterable[tuple[str, tuple[str, ...]]]) -> None:
-    """Answer the pinned names from ``pins`` (nothing to do without pins)."""
+# Bound now: the answers are copied with the real types, whatever builtins say later.
+_list, _str, _tuple = list, str, tuple
+
+
+def install(pins: Iterable[tuple[str, tuple[str, ...]]], sealed_globals: dict[str, object]) -> None:
+    """Answer the pinned names from ``pins`` (nothing to do without pins); the
+    wrappers are sealed (``audit.sealed_wrapper``): the system's functions are hidden."""
     pinned: Any = MappingProxyType(_answers(pins))  # read-only, though harmless either way
     if not pinned:
         return
@@ -105,5 +106,4 @@ def install(pins: Iterable[tuple[str, tuple[str, ...]]]) -> None:
         ("gethostbyname_ex", _gethostbyname_ex),
     ):
         system = getattr(_socket, name)
-        judged = detached(factory(system, pinned), system.__name__, system.__doc__, builtins)
-        setattr(_socket, name, judged)
+        setattr(_socket, name, sealed_wrapper(system, factory(pinned), sealed_globals))

@@ -11,13 +11,14 @@ count as the program.
 from __future__ import annotations
 
 import os
-import sys
+import types
 from _io import open as _open
 
 from pysandboxes._inside.enforce import call_refusal
+from pysandboxes._inside.guards.askers import OWN_DIRS, bottom_code
 from pysandboxes._inside.guards.audit import current_frame
 from pysandboxes._inside.guards.codeshapes import GENERATING, looks_like_a_type, source_text
-from pysandboxes._inside.guards.values import plain_bytes, plain_str
+from pysandboxes._inside.guards.importcode import ImportSystemCode, file_name
 
 # Bound now: a program may replace what the os.path module holds.
 _normpath = os.path.normpath
@@ -32,36 +33,21 @@ if TYPE_CHECKING:
     from pysandboxes._policy.judge import ApiJudge
 
 _DYNAMIC = ("builtins.compile", "builtins.eval", "builtins.exec")
+#: The names a package's code uses when it compiles, or builds code, itself.
+_COMPILING = frozenset({"compile", "exec", "eval"})
+_BUILDING = frozenset({"CodeType", "replace", "__replace__"})
 #: The import system: it compiles module files, never strings (``<frozen importlib...>``
 #: and these): ambient only when the file named is a real one.
 _IMPORTING = frozenset({"importlib", "runpy", "zipimport", "pkgutil"})
 #: Evaluate strings of annotations: ambient only for strings that cannot call.
 _ANNOTATIONS = frozenset({"typing", "inspect"})
-#: Compiling interactive input: ambient only in an interactive session.
-_INTERACTIVE = frozenset({"code", "codeop"})
+#: Compiling interactive input: ambient only in an interactive session, for the session
+#: itself (3.13's prompt is _pyrepl, run by runpy).
+_INTERACTIVE = frozenset({"code", "codeop", "_pyrepl"})
+_SESSION = frozenset({*_INTERACTIVE, "runpy"})
 #: The import lines of .pth files (site.addpackage): ambient when the line is one of a
 #: .pth file of the interpreter's own trees, read again here.
 _PTH = ("site", "addpackage")
-
-
-def _file_name(name: object) -> str | None:
-    """A file name argument as a plain ``str`` (``bytes`` decoded), else ``None``."""
-    raw = plain_bytes(name)
-    return raw.decode("utf-8", "surrogateescape") if raw is not None else plain_str(name)
-
-
-#: What the import system calls on a file loader while it reads a module's bytecode
-#: (get_code and source_to_code are checked by their frames' code instead).
-_LOADER_METHODS = ("get_data", "path_stats", "get_filename")
-
-
-def _has_own_methods(loader: object) -> bool:
-    """Whether the loader object shadows a method of its class with its own attribute."""
-    try:
-        own: dict[str, object] = object.__getattribute__(loader, "__dict__")
-    except AttributeError:
-        return False
-    return type(own) is not dict or not own.keys().isdisjoint(_LOADER_METHODS)
 
 
 class DynamicCodeGuard:
@@ -87,33 +73,11 @@ class DynamicCodeGuard:
         self._own = frozenset(id(g) for g in self._kept)
         self._rule_file = rule_file
         self._enforcer = enforcer
-        external: Any = sys.modules["_frozen_importlib_external"]
-        self._external_globals: dict[str, Any] = vars(external)
-        self._source_loader = external.SourceFileLoader
-        self._sourceless_loader = external.SourcelessFileLoader
-        self._source_get_code = external.SourceLoader.get_code.__code__
-        self._sourceless_get_code = external.SourcelessFileLoader.get_code.__code__
-        self._methods = tuple(
-            (holder, name, getattr(holder, name))
-            for holder in (external.SourceFileLoader, external.SourcelessFileLoader)
-            for name in _LOADER_METHODS
-            if hasattr(holder, name)
-        ) + ((external, "cache_from_source", external.cache_from_source),)
         self._roots = (self._stdlib, *self._third_party)
-        self._source_to_code = external.SourceLoader.source_to_code.__code__
-        self._bootstrap_globals: dict[str, Any] = vars(sys.modules["_frozen_importlib"])
-        zipimport: Any = sys.modules.get("zipimport")
-        self._zip_globals: dict[str, Any] | None = vars(zipimport) if zipimport else None
-        self._zip_compile_source = zipimport._compile_source.__code__ if zipimport else None
-        self._zip_get_module_code = zipimport._get_module_code.__code__ if zipimport else None
-        zipimporter: Any = zipimport.zipimporter if zipimport else None
-        self._zip_get_code = zipimporter.get_code.__code__ if zipimporter else None
-        # get_filename compiles too (3.11, 3.12), and returns only the file's name.
-        self._zip_get_filename = zipimporter.get_filename.__code__ if zipimporter else None
-        self._exec_module = external._LoaderBasics.exec_module.__code__
-        runpy: Any = sys.modules.get("runpy")
-        self._runpy_details = runpy._get_module_details.__code__ if runpy else None
+        self._import_code = ImportSystemCode(self._own, self._installed, self._roots)
         self._interactive: frozenset[str] = _INTERACTIVE if interactive else frozenset[str]()
+        self._coroutine = types.coroutine.__code__
+        self._boot = bottom_code()  # the boot code, at the bottom of a session's stack
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -133,50 +97,73 @@ class DynamicCodeGuard:
 
     def _caller(self) -> FrameType | None:
         # The guards' own frames are recognised by their globals, never by reading their
-        # code (which the integrity guard watches).
+        # code (which the integrity guard watches); the sandbox's other files act for
+        # their caller and lend it no trust (the runner compiles what it is handed).
         frame: FrameType | None = current_frame()
         own = self._own
-        while frame is not None and id(frame.f_globals) in own:
+        while frame is not None and (
+            id(frame.f_globals) in own or frame.f_code.co_filename.startswith(OWN_DIRS)
+        ):
             frame = frame.f_back
         return frame
 
-    def _user_code(
-        self, source: object = None, compiled: object = None, *, any_stdlib: bool = False
-    ) -> bool:
+    def _user_code(self, source: object = None, compiled: object = None) -> bool:
         """Whether the code asking is the program's (see the module docstring).
 
         ``source`` and ``compiled`` are the ``compile`` event's arguments: the text and
         the file name it is compiled as.
         """
-        frame = self._caller()
+        frame = self._asking(_COMPILING)
         if frame is None:
-            return False  # C code: the interpreter itself (the interactive prompt)
+            # No frame: C called in, for the program (an atexit callback, a thread started
+            # on exec). Only the interpreter's own prompt (-i) compiles with no source
+            # object to hand: it parses what is typed itself.
+            return source is not None
         code = frame.f_code
         filename = code.co_filename
-        if filename.startswith("/") and _normpath(filename) != filename:
-            return True  # "<library>/../elsewhere" claims a place it is not in
-        if filename.startswith(self._third_party):
-            return False  # an installed package (see docs/security.md)
-        if filename.startswith("<frozen "):
-            module = filename[len("<frozen ") :].split(".")[0].rstrip(">")
-        elif filename.startswith(self._stdlib):
-            module = filename[len(self._stdlib) :].split("/")[0].removesuffix(".py")
-        else:
+        if self._installed(filename):
+            return False  # an installed package's own compiling (see docs/security.md)
+        module = self._module(filename)
+        if module is None:
             return True
-        if any_stdlib:
-            return False
         if module in _IMPORTING:
-            return not self._genuine_compile(compiled)
+            return not self._import_code.genuine_compile(compiled)
         if module in _ANNOTATIONS:
             return not looks_like_a_type(source)
         if module in self._interactive:
-            return False
+            return not self._session(frame)
         check = GENERATING.get((module, code.co_name))
         if check is not None:
             return not check(source, frame)
         if (module, code.co_name) == _PTH:
             return not self._installed_pth_line(source, frame)
         return True
+
+    def _session(self, frame: FrameType | None) -> bool:
+        """Whether the interactive session compiles for itself: the console's frames
+        called by the sandbox's runner, by an installed shell (IPython) or by C (-i),
+        with no frame of the program's under them. Called by the program, or by the
+        standard library (a thread pool's worker compiles for whoever submitted the
+        work), the console compiles for the program."""
+        for _ in range(256):
+            if frame is None:
+                return True
+            code = frame.f_code
+            if code is self._boot:
+                return frame.f_back is None
+            filename = code.co_filename
+            if not filename.startswith(OWN_DIRS) and self._module(filename) not in _SESSION:
+                return self._installed(filename)
+            frame = frame.f_back
+        return False
+
+    def _module(self, filename: str) -> str | None:
+        """The top-level standard module of ``filename``, if it is one."""
+        if filename.startswith("<frozen "):
+            return filename[len("<frozen ") :].split(".")[0].rstrip(">")
+        if filename.startswith(self._stdlib) and _normpath(filename) == filename:
+            return filename[len(self._stdlib) :].split("/")[0].removesuffix(".py")
+        return None
 
     def _installed_pth_line(self, source: object, frame: FrameType) -> bool:
         """Whether ``source`` is a line of the .pth file ``site.addpackage`` is reading,
@@ -205,9 +192,45 @@ class DynamicCodeGuard:
             self._refuse("eval(), exec() and compile()", "builtins.compile")
         self._refuse_disguise(compiled, "Compiling")
 
+    def _asking(self, names: frozenset[str]) -> FrameType | None:
+        """The frame that asked: past the guards' and the sandbox's frames, and past an
+        installed package that called what it was handed (its code names none of
+        ``names``: a thread's target, a callback), with every frame under it that is not
+        the program's or the standard library's."""
+        frame = self._caller()
+        handed = False
+        while frame is not None:
+            code = frame.f_code
+            filename = code.co_filename
+            if filename.startswith(OWN_DIRS):
+                pass  # acts for its caller
+            elif not self._installed(filename) or (
+                not handed and not names.isdisjoint(code.co_names)
+            ):
+                return frame
+            else:
+                handed = True
+            frame = frame.f_back
+        return None
+
+    def _installed(self, filename: str) -> bool:
+        """Whether ``filename`` is a file of an installed package (not this sandbox's,
+        not "<library>/../elsewhere", which claims a place it is not in)."""
+        return (
+            filename.startswith(self._third_party)
+            and not filename.startswith(OWN_DIRS)
+            and _normpath(filename) == filename
+        )
+
     def _code_new(self, args: tuple[Any, ...]) -> None:
-        # The standard library only rebuilds code it holds (types.coroutine flips a flag).
-        if not self._user_code(any_stdlib=True):
+        # Code objects are built only through this judged route, whoever calls it: the one
+        # rebuild of the standard library's own is types.coroutine flipping a flag of a
+        # function's code (name, file and bytecode unchanged); copy.replace, modulefinder
+        # and the rest build what their caller hands them, for the program.
+        frame = self._asking(_BUILDING)
+        if frame is not None and (
+            frame.f_code is self._coroutine or self._installed(frame.f_code.co_filename)
+        ):
             return
         if not self._allowed:
             # Reported as the registered function whose grant would allow it.
@@ -217,7 +240,7 @@ class DynamicCodeGuard:
 
     def _refuse_disguise(self, filename: object, verb: str) -> None:
         """Refuse program code named after a file of the interpreter's trees."""
-        name = _file_name(filename)
+        name = file_name(filename)
         if name is None:
             return
         # "<frozen json>" is what the frozen modules' code is named: the import, dynamic
@@ -233,134 +256,10 @@ class DynamicCodeGuard:
                 "to pass for the library's.",
             )
 
-    def _genuine_compile(self, compiled: object) -> bool:
-        """Whether the import system compiles the source of a module file it read itself:
-        ``SourceLoader.get_code`` of a genuine loader, or ``zipimport``'s own reading. A
-        string handed to ``source_to_code`` under a real file's name is the program's."""
-        name = _file_name(compiled)
-        if name is None:
-            return False
-        frame: FrameType | None = current_frame()
-        own = self._own
-        while frame is not None and id(frame.f_globals) in own:
-            frame = frame.f_back
-        if frame is None:
-            return False
-        if frame.f_globals is self._zip_globals:
-            back = frame.f_back
-            getter = back.f_back if back is not None else None
-            return (
-                frame.f_code is self._zip_compile_source
-                and back is not None
-                and back.f_code is self._zip_get_module_code
-                and getter is not None
-                and (
-                    getter.f_code is self._zip_get_filename
-                    or (
-                        getter.f_code is self._zip_get_code
-                        and self._run_by_import_system(getter.f_back)
-                    )
-                )
-            )
-        if frame.f_globals is self._bootstrap_globals:
-            frame = frame.f_back  # _call_with_frames_removed, as source_to_code calls it
-        if frame is None or frame.f_globals is not self._external_globals:
-            return False
-        if frame.f_code is not self._source_to_code:
-            return False
-        frame = frame.f_back
-        if frame is None or frame.f_code is not self._source_get_code:
-            return False
-        if not self._run_by_import_system(frame.f_back):
-            return False
-        names = frame.f_locals
-        loader: object = names.get("self")
-        if type(loader) is not self._source_loader:
-            return False
-        if not self._loaders_intact or _has_own_methods(loader):
-            return False
-        source = names.get("source_path")
-        return type(source) is str and source == name
-
     def _marshal(self, args: tuple[Any, ...]) -> None:
-        if not self._module_bytecode():
+        if not self._import_code.module_bytecode():
             message = call_refusal(self._api, "marshal.loads", "deserialization", self._rule_file)
             self._enforcer.refuse_call("marshal.loads", "deserialization", message)
-
-    def _module_bytecode(self) -> bool:
-        """Whether the bytes are the cache of a module's source, read by the import system.
-
-        Only then is ``marshal`` the interpreter's: the import system then names the code
-        after its source file, which is what the other judgements trust. Bytes handed in
-        any other way (a ``.pyc`` without source outside the interpreter's directories, a
-        loader with its own ``get_data``, a cache moved by ``sys.pycache_prefix``,
-        ``pkgutil.read_code``) could claim any file name, so they are the program's.
-        """
-        frame: FrameType | None = current_frame()
-        external = self._external_globals
-        for _ in range(64):
-            if frame is None:
-                return False
-            # Reading f_code is itself an audited event: only frames of the import
-            # system (known by their globals, which reading does not report) are read.
-            if frame.f_globals is external:
-                # The first such frame is _compile_bytecode; get_code called it.
-                frame = frame.f_back
-                if frame is None:
-                    return False
-                code = frame.f_code
-                if (
-                    code is self._source_get_code or code is self._sourceless_get_code
-                ) and self._run_by_import_system(frame.f_back):
-                    break
-                return False
-            frame = frame.f_back
-        else:
-            return False
-        names = frame.f_locals
-        loader: object = names.get("self")
-        kind: type = type(loader)
-        if kind is not self._source_loader and kind is not self._sourceless_loader:
-            return False
-        for holder, name, original in self._methods:  # inline: this runs per import
-            if getattr(holder, name, None) is not original:
-                return False
-        if _has_own_methods(loader):
-            return False
-        if code is self._sourceless_get_code:
-            path = names.get("path")
-            return type(path) is str and path.startswith(self._roots)  # type: ignore[union-attr]
-        source, cached = names.get("source_path"), names.get("bytecode_path")
-        if type(source) is not str or type(cached) is not str:
-            return False
-        folder = source.rpartition("/")[0] + "/__pycache__/"  # type: ignore[union-attr]
-        return cached.startswith(folder)  # type: ignore[union-attr]
-
-    def _run_by_import_system(self, frame: FrameType | None) -> bool:
-        """Whether ``frame``, the caller of a loader's ``get_code``, is the import system
-        about to run the code as a module: a loader's ``exec_module`` (the file loaders'
-        and ``zipimport``'s, whose ``exec`` the import guard judges as an import) or
-        ``runpy`` finding a module by name; an installed package, whose own compiling
-        is ambient anyway.
-        A program calling ``get_code`` (or ``zipimporter.load_module``) itself gets the
-        code of a file it may have written, to run as it likes: that is its compile."""
-        if frame is None:
-            return False
-        if frame.f_globals is self._external_globals:
-            return frame.f_code is self._exec_module
-        code = frame.f_code
-        if self._runpy_details is not None and code is self._runpy_details:
-            return True
-        # An installed package's own use of a loader, as its compiling is (security.md).
-        filename = code.co_filename
-        return filename.startswith(self._third_party) and _normpath(filename) == filename
-
-    @property
-    def _loaders_intact(self) -> bool:
-        for holder, name, original in self._methods:  # a plain loop: this runs per import
-            if getattr(holder, name, None) is not original:
-                return False
-        return True
 
     def _refuse(self, what: str, qualname: str) -> None:
         self._enforcer.refuse_call(

@@ -12,7 +12,13 @@ from __future__ import annotations
 import os
 
 from pysandboxes._inside.enforce import FileAccess
-from pysandboxes._inside.guards.pathargs import UNKNOWABLE, exact_path, sqlite_uri
+from pysandboxes._inside.guards.pathargs import (
+    UNKNOWABLE,
+    exact_path,
+    shm_file,
+    sqlite_file,
+    unix_socket_file,
+)
 from pysandboxes._inside.guards.paths import is_magic
 from pysandboxes._inside.guards.pinned import is_pinned
 from pysandboxes._inside.guards.values import plain_int
@@ -36,6 +42,8 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 #: The ``fix`` of a refusal for a change that bypassed the pinning wrappers.
 UNPINNED = "<unpinned>"
+#: The ``fix`` of a refusal of a relative name given to the unwrapped ``os.open``.
+UNSEEN_DIR_FD = "<unseen-dir-fd>"
 
 
 def _descriptor(dir_fd: object) -> object:
@@ -211,12 +219,17 @@ class FileGuard:
         rule = self.judge.exposure(real)
         return real, rule is not None and self.judge.stable(rule)
 
-    def check_fd(self, fd: int, access: Access, named: str, api: str) -> None:
-        """Judge what an open file descriptor really is (after a possible race)."""
+    def check_fd(
+        self, fd: int, access: Access, named: str, api: str, *, metadata: bool = False
+    ) -> None:
+        """Judge what an open file descriptor really is (after a possible race);
+        ``metadata``: a handle (``O_PATH``), which may also lead to an exposure."""
         real = self.resolver.fd_path(fd)
         if real is None:
             return  # a pipe, socket or anonymous file: not a path
         verdict = self.judge.judge(real, access)
+        if metadata and not verdict.allowed and self.judge.leads_to_exposure(real):
+            return
         if not verdict.allowed:
             self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
 
@@ -271,10 +284,16 @@ class FileGuard:
         entries[:] = kept
 
     def _opened_event(self, args: tuple[Any, ...]) -> None:
-        """Judge what ``open`` really opened: the kernel's answer, after any race."""
-        fd, named, writes = args
+        """Judge what ``open`` really opened: the kernel's answer, after any race.
+
+        ``(fd, name, writes[, handle_only])``: an ``O_PATH`` handle is judged like a
+        ``stat``, as its ``open`` event was."""
+        fd, named, writes = args[:3]
         name = exact_path(named)
         if type(fd) is not int or name is None:
+            return
+        if len(args) > 3 and args[3] is True:
+            self.check_fd(fd, _READ, name, "open", metadata=True)
             return
         access = _WRITE if writes is True else _READ
         if not self.settled(name, access):
@@ -282,12 +301,21 @@ class FileGuard:
 
     def _open_event(self, args: tuple[Any, ...]) -> None:
         path, mode, flags = args
-        if type(flags) is int and flags & os.O_PATH:
-            self.check(path, _READ, "open", metadata=True)  # a handle, not the contents
-            return
         writes = (type(flags) is int and flags & _WRITE_FLAGS) or (
             type(mode) is str and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)
         )
+        if mode is None:
+            # os.open's event carries no dir_fd: a relative name may be resolved from a
+            # descriptor the guard cannot see. The wrapper passes absolute names only.
+            named = exact_path(path)
+            if type(named) is str and named is not UNKNOWABLE and not named.startswith("/"):
+                access = _WRITE if writes else _READ
+                report = FileAccess(named, named, access, "os.open")
+                self.enforcer.refuse_file(report, Verdict(False, None, fix=UNSEEN_DIR_FD))
+                return
+        if type(flags) is int and flags & os.O_PATH:
+            self.check(path, _READ, "open", metadata=True)  # a handle, not the contents
+            return
         self.check(path, _WRITE if writes else _READ, "open")
 
     def _mkdir(self, path: object, dir_fd: object) -> None:
@@ -346,40 +374,16 @@ class FileGuard:
             self._path(args[0], _DELETE, "shutil.rmtree", args[1])
 
     def _sqlite_event(self, args: tuple[Any, ...]) -> None:
-        database = exact_path(args[0]) if args else None
-        if database is None or database in ("", ":memory:"):
-            return
-        if database.startswith("file:"):
-            target = sqlite_uri(database)
-            if target is None:
-                return  # an in-memory database: no file
-            location, access = target
-            self.check(location, access, "sqlite3.connect")
-            return
-        self.check(database, _WRITE, "sqlite3.connect")
+        target = sqlite_file(args)
+        if target is not None:
+            self.check(target[0], target[1], "sqlite3.connect")
 
     def _shm_event(self, args: tuple[Any, ...]) -> None:
-        # (api, name, flags), exact values made by the judged copies. glibc names the
-        # file /dev/shm/<name without its leading slashes> (and refuses any other "/").
-        if len(args) != 3 or type(args[1]) is not str or type(args[2]) is not int:
-            return
-        api, name, flags = args
-        path = "/dev/shm/" + name.lstrip("/")
-        if api == "_posixshmem.shm_unlink":
-            access = _DELETE
-        elif flags & os.O_CREAT:
-            access = _CREATE
-        elif flags & _WRITE_FLAGS:
-            access = _WRITE
-        else:
-            access = _READ
-        self.check(path, access, api, follow=False)
+        target = shm_file(args)
+        if target is not None:
+            self.check(target[0], target[1], args[0], follow=False)
 
     def _unix(self, args: tuple[Any, ...], api: str) -> None:
-        address = args[1] if len(args) > 1 else None
-        if type(address) is tuple or address is None:
-            return  # an IP address (judged by the network guard)
-        named = exact_path(bytes(address) if type(address) is bytearray else address)
-        if named is None or named.startswith("\0"):
-            return  # an abstract socket (judged by the network guard)
-        self.check(named, _WRITE, api)
+        named = unix_socket_file(args)
+        if named is not None:
+            self.check(named, _WRITE, api)

@@ -33,10 +33,10 @@ import os
 import sys
 from types import CodeType
 
+from pysandboxes._inside.guards.askers import OWN_DIRS, STARTED_EVENT, ImportAsker, bottom_code
 from pysandboxes._inside.guards.audit import current_frame
 from pysandboxes._inside.guards.importdoors import finder as make_finder
 from pysandboxes._inside.guards.importdoors import gcd_wrapper, import_wrapper
-from pysandboxes._inside.guards.resolvers import RESOLVERS
 from pysandboxes._inside.guards.values import plain_str
 
 TYPE_CHECKING = False
@@ -52,8 +52,14 @@ if TYPE_CHECKING:
 #: can only get its own imports refused.
 EVENT = "pysandboxes.import"
 
-_MACHINERY = frozenset({"importlib._bootstrap", "importlib._bootstrap_external", "zipimport"})
-_PROGRAM, _LIBRARY, _MACHINE = 0, 1, 2
+
+#: The modules of the sandbox the program may import; the others are its own (_private).
+_PUBLIC = frozenset({"pysandboxes", "pysandboxes.errors"})
+
+
+def _private(module: str) -> bool:
+    """Whether ``module`` is one of the sandbox's own, whatever the rules say."""
+    return module.startswith("pysandboxes.") and module not in _PUBLIC
 
 
 class ImportGuard:
@@ -69,6 +75,7 @@ class ImportGuard:
         own_globals: Iterable[dict[str, object]],
         program_code: Iterable[CodeType] = (),
         realpath: Callable[[str], str] | None = None,
+        sealed_globals: dict[str, object] | None = None,
     ) -> None:
         self._judge = judge
         self._enforcer = enforcer
@@ -85,27 +92,28 @@ class ImportGuard:
         self._trees = tuple(self._roots_deepest_first)
         self._kept = tuple(own_globals)  # alive, so that their ids stay theirs
         self._own = {id(g) for g in self._kept}
-        self._program_code = frozenset(program_code)
         self._allowed: dict[str, bool] = {}
-        self._kinds: dict[str, tuple[int, str]] = {}
         self._refused_claims: dict[tuple[str | None, ...], str] = {}
         self._file_modules: dict[str, str | None] = {}
-        from opcode import opmap
-
-        self._import_name = opmap["IMPORT_NAME"]
         bootstrap: Any = sys.modules["_frozen_importlib"]
         self._bootstrap = bootstrap
         self._bootstrap_globals: dict[str, Any] = vars(bootstrap)
         self._frames_removed = bootstrap._call_with_frames_removed.__code__
         audit = sys.audit
         tops, exact = judge.allowed_names()
-        self.finder = make_finder(audit, tops, exact)
+        # The doors skip what the rules allow, but never the sandbox's own modules.
+        tops, exact = tops - {"pysandboxes"}, exact | _PUBLIC
+        sealed: dict[str, object] = {"__builtins__": {}}
+        if sealed_globals is not None:
+            sealed = sealed_globals
+        self._kept += (sealed,)
+        self.finder = make_finder(audit, tops, exact, sealed)
         self._wrappers = (
-            import_wrapper(builtins.__import__, audit, tops | exact),
-            gcd_wrapper(bootstrap._gcd_import, audit),
+            import_wrapper(builtins.__import__, audit, tops | exact, sealed),
+            gcd_wrapper(bootstrap._gcd_import, audit, sealed),
         )
-        self._own.update(id(w.__globals__) for w in self._wrappers)
-        self._own.add(id(type(self.finder).find_spec.__globals__))  # type: ignore[attr-defined]
+        self._own.add(id(sealed))
+        self._asker = ImportAsker(stdlib, libraries, self._own, program_code, bottom_code())
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -116,7 +124,11 @@ class ImportGuard:
             EVENT: self._reported,
             "exec": self._exec,
             "pysandboxes.extension": self._extension,
+            STARTED_EVENT: self._started,
         }
+
+    def _started(self, args: tuple[Any, ...]) -> None:
+        self._asker.started = True
 
     def install(self) -> None:
         """Put the finder first and the wrappers in place (before the hook is sealed)."""
@@ -133,10 +145,19 @@ class ImportGuard:
         if known is None:
             if len(self._allowed) > 8192:
                 self._allowed.clear()
-            known = self._allowed[module] = self._judge.judge(module).allowed
+            allowed = not _private(module) and self._judge.judge(module).allowed
+            known = self._allowed[module] = allowed
         return known
 
     def _refuse(self, top: str, module: str) -> None:
+        if _private(module):
+            self._enforcer.refuse_import(
+                module,
+                f"Importing {module} is refused by the import guard: it is the sandbox's "
+                "own code, which no rule lets the program use (pysandboxes and "
+                "pysandboxes.errors are its public modules).",
+            )
+            return
         shown = module if module == top else f"{module} (top-level module {top})"
         self._enforcer.refuse_import(
             top,
@@ -160,7 +181,8 @@ class ImportGuard:
             if name is None:
                 return
         top = name.partition(".")[0]
-        if not top or self._allows(name) or not self._asked_by_program():
+        loaded = door != "find" and name in sys.modules
+        if not top or self._allows(name) or not self._asked_by_program(loaded=loaded):
             return
         if door == "find":
             if not self._exists(top, name, context):
@@ -206,7 +228,10 @@ class ImportGuard:
             code_module = self._module_of_file(plain_str(code.co_filename))  # type: ignore[union-attr]
             if code_module is not None and self._allows(code_module):
                 return
-        frame = self._caller(current_frame())
+        frame: FrameType | None = current_frame()
+        own = self._own
+        while frame is not None and id(frame.f_globals) in own:
+            frame = frame.f_back
         if frame is None or frame.f_globals is not self._bootstrap_globals:
             return  # not the import system running a module's code (f_code is audited)
         if frame.f_code is not self._frames_removed:
@@ -226,7 +251,12 @@ class ImportGuard:
         refused = self._refused_claims.get(claims)
         if refused is None:
             refused = self._refused_claims[claims] = self._judge_claims(*claims)
-        if refused and self._asked_by_program(frame.f_back):
+        # The code comes from outside the interpreter's trees (frozen modules are in them).
+        filename = plain_str(code.co_filename) if type(code) is CodeType else None  # type: ignore[union-attr]
+        program_file = code_module is None and not (filename or "").startswith("<frozen ")
+        if refused and self._asked_by_program(
+            frame.f_back, frame.f_code.co_name, program_file=program_file
+        ):
             self._refuse(refused.partition(".")[0], refused)
 
     def _judge_claims(
@@ -281,6 +311,11 @@ class ImportGuard:
         return found if found is not None else self._module_under_root(os.path.normpath(path))
 
     def _module_under_root(self, path: str) -> str | None:
+        for own in OWN_DIRS:
+            if path.startswith(own):
+                # The sandbox's own files are named in full: most are private.
+                dotted = path[len(own) :].removesuffix(".py").removesuffix("/__init__")
+                return ".".join(["pysandboxes", *dotted.split("/")]).removesuffix(".__init__")
         for root in self._roots_deepest_first:
             if path.startswith(root):
                 first = path[len(root) :].split("/")[0]
@@ -301,49 +336,14 @@ class ImportGuard:
 
     # -- who asked --------------------------------------------------------------------
 
-    def _caller(self, frame: FrameType | None) -> FrameType | None:
-        """The first frame past the hook's, the guards' and the wrappers' own."""
-        own = self._own
-        while frame is not None and id(frame.f_globals) in own:
-            frame = frame.f_back
-        return frame
-
-    def _asked_by_program(self, start: FrameType | None = None) -> bool:
-        """Whether the program's code asked, looking through the import system."""
-        frame = self._caller(current_frame()) if start is None else start
-        for _ in range(200):
-            if frame is None:
-                return False  # the interpreter itself (C code)
-            code = frame.f_code
-            if code in self._program_code:
-                return True
-            kind, module = self._kind(code.co_filename)
-            if kind == _PROGRAM:
-                return True
-            if kind == _LIBRARY and (
-                (module, code.co_name) not in RESOLVERS
-                or code.co_code[frame.f_lasti] == self._import_name  # the resolver's own import
-            ):
-                return False
-            frame = frame.f_back
-        return True
-
-    def _kind(self, filename: str) -> tuple[int, str]:
-        known = self._kinds.get(filename)
-        if known is None:
-            known = self._kinds[filename] = self._classify(filename)
-        return known
-
-    def _classify(self, filename: str) -> tuple[int, str]:
-        if filename.startswith("/") and os.path.normpath(filename) != filename:
-            return _PROGRAM, ""  # "<stdlib>/../elsewhere": not where it claims to be
-        if filename.startswith("<frozen "):
-            module = filename[len("<frozen ") :].rstrip(">")
-            return (_MACHINE if module in _MACHINERY else _LIBRARY), module
-        if filename.startswith(self._stdlib):
-            relative = filename[len(self._stdlib) :].removesuffix(".py")
-            module = relative.removesuffix("/__init__").replace("/", ".")
-            return (_MACHINE if module in _MACHINERY else _LIBRARY), module
-        if filename.startswith(self._libraries):
-            return _LIBRARY, ""
-        return _PROGRAM, ""
+    def _asked_by_program(
+        self,
+        frame: FrameType | None = None,
+        callee: str = "",
+        *,
+        loaded: bool = False,
+        program_file: bool = False,
+    ) -> bool:
+        """Whether the program asked (``askers``); from here, or from ``frame``."""
+        start = current_frame() if frame is None else frame
+        return self._asker.asked_by_program(start, callee, loaded=loaded, program_file=program_file)

@@ -19,6 +19,7 @@ import os
 from types import FrameType, FunctionType
 
 from pysandboxes._inside.enforce import call_refusal
+from pysandboxes._inside.guards.askers import OWN_DIRS
 from pysandboxes._inside.guards.audit import current_frame
 
 TYPE_CHECKING = False
@@ -65,9 +66,8 @@ class IntegrityGuard:
         # The objects are kept alive with their ids: a freed module's dict could otherwise
         # lend its id to a dict of the program.
         self._kept = (tuple(own_globals), tuple(own_classes), tuple(readers))
-        # The judged copies of unreported functions run under these globals. C code they
-        # call may look at their frames (namedtuple does), but not at their code (it
-        # holds no original any more: defence in depth).
+        # The sealed functions (the judged copies of unreported functions, the wrappers)
+        # run under these globals: their defaults hold the originals, never their code.
         self._sealed = sealed_globals
         self._own = frozenset(id(g) for g in self._kept[0])
         self._classes = frozenset(id(c) for c in self._kept[1])
@@ -117,14 +117,20 @@ class IntegrityGuard:
         if type(name) is not str:
             return
         if name in _PROTECTED_ATTRIBUTES and self._ours(target):
+            if name == "__code__" and target.__globals__ is self._sealed:
+                # A sealed function's code holds no original (its defaults do): help()
+                # and IPython read it (is it a coroutine?) of the wrappers they show.
+                return
             self._refuse(f"Reading {name} of a function of the sandbox")
         elif (
             name == "f_code"
             and type(target) is FrameType
-            and (target.f_globals is self._hook_globals or target.f_globals is self._sealed)
+            and target.f_globals is self._hook_globals
             and not self._from_stdlib()
         ):
-            self._refuse("Reading the code of the sandbox's audit hook or of its judged copies")
+            # The sealed functions' frames are not refused: their code holds no original,
+            # and every traceback through a file function shows one.
+            self._refuse("Reading the code of the sandbox's audit hook")
 
     def _setattr(self, args: tuple[Any, ...]) -> None:
         target, name = args[0], args[1]
@@ -140,18 +146,30 @@ class IntegrityGuard:
         """Whether the reader is the standard library, an installed package or the runner
         (all of which format tracebacks), rather than the program itself."""
         frame: FrameType | None = current_frame()
+        # The reader is under the hook frame that called this handler; a guard reads
+        # frames itself (the import guard walks them to know who asked).
+        while frame is not None and frame.f_globals is not self._hook_globals:
+            frame = frame.f_back
+        reader = frame.f_back if frame is not None else None
+        if reader is not None and id(reader.f_globals) in self._own:
+            return True
         # The hook's own frames are passed too: reading their code to know the reader
-        # would raise this very event again, without end.
-        while frame is not None and (
-            id(frame.f_globals) in self._own
-            or frame.f_globals is self._hook_globals
-            or frame.f_globals is self._sealed
-        ):
+        # would raise this very event again, without end. The runner and the traceback
+        # cutter read frames for the user (by their globals); the sandbox's other files
+        # act for their caller and lend it no trust.
+        while frame is not None:
+            if id(frame.f_globals) in self._readers:
+                return True
+            if not (
+                id(frame.f_globals) in self._own
+                or frame.f_globals is self._hook_globals
+                or frame.f_globals is self._sealed
+                or frame.f_code.co_filename.startswith(OWN_DIRS)
+            ):
+                break
             frame = frame.f_back
         if frame is None:
-            return True  # the guards themselves, called from C (the interactive prompt)
-        if id(frame.f_globals) in self._readers:
-            return True
+            return False  # C called in with no frame: for the program (an atexit callback)
         filename = frame.f_code.co_filename
         if filename.startswith("/") and os.path.normpath(filename) != filename:
             return False  # "<library>/../elsewhere" claims a place it is not in

@@ -7,6 +7,7 @@ into the plain string the system call will use, or say it cannot be known.
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 from pysandboxes._inside.guards.values import plain_path_text
@@ -107,3 +108,45 @@ def sqlite_uri(uri: str) -> tuple[str, Access] | None:
         return None
     access = Access.READ if modes and all(mode == "ro" for mode in modes) else Access.WRITE
     return location, access
+
+
+def sqlite_file(args: tuple[object, ...]) -> tuple[str, Access] | None:
+    """The database file a ``sqlite3.connect`` event opens, and how; ``None`` for none."""
+    database = exact_path(args[0]) if args else None
+    if database is None or database in ("", ":memory:"):
+        return None
+    if database.startswith("file:"):
+        return sqlite_uri(database)  # None: an in-memory database
+    return database, Access.WRITE
+
+
+def shm_file(args: tuple[object, ...]) -> tuple[str, Access] | None:
+    """The file of ``/dev/shm`` a ``pysandboxes.shm`` event names, and how it is used.
+
+    ``(api, name, flags)``, exact values made by the judged copies. glibc names the file
+    ``/dev/shm/<name without its leading slashes>`` (and refuses any other "/")."""
+    if len(args) != 3:
+        return None
+    api, name, flags = args
+    if type(name) is not str or type(flags) is not int:
+        return None
+    path: str = "/dev/shm/" + name.lstrip("/")
+    if api == "_posixshmem.shm_unlink":
+        return path, Access.DELETE
+    if flags & os.O_CREAT:
+        return path, Access.CREATE
+    if flags & (os.O_WRONLY | os.O_RDWR | os.O_TRUNC | os.O_APPEND):
+        return path, Access.WRITE
+    return path, Access.READ
+
+
+def unix_socket_file(args: tuple[object, ...]) -> str | None:
+    """The socket file a ``socket.bind``, ``connect`` or ``sendto`` event names; ``None``
+    for an IP or abstract address (the network guard judges those)."""
+    address = args[1] if len(args) > 1 else None
+    if type(address) is tuple or address is None:
+        return None
+    named = exact_path(bytes(address) if type(address) is bytearray else address)  # type: ignore[arg-type]
+    if named is None or named.startswith("\0"):
+        return None
+    return named

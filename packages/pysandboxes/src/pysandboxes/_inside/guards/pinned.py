@@ -12,12 +12,16 @@ as the same directory. The last component is not followed (``O_NOFOLLOW``, or an
 time, each step pinned and judged.
 
 In a writable directory the audit hook refuses changes that do not come in this form: a
-program that reaches an unwrapped function cannot race them either.
+program that reaches an unwrapped function cannot race them either. The pinner opens
+through the judged ``os.open`` and reads links through the judged ``os.readlink``; the
+wrappers built here are ``_before`` functions of sealed wrappers (``audit.sealed_wrapper``),
+which alone hold the original functions.
 """
 
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import stat
 
@@ -25,8 +29,12 @@ from pysandboxes._inside.guards.values import plain_int, plain_path_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable
     from typing import Any
+
+    from pysandboxes._inside.guards.audit import Call
+
+    After = Callable[[Any, BaseException | None], Any]
 
 #: Flags of a directory opened only to pin it.
 _PIN = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
@@ -55,20 +63,37 @@ def split(path: str) -> tuple[str, str]:
 
 
 class Pinner:
-    """Opens parents and follows links with the functions captured before any wrapper."""
+    """Opens parents and follows links through the judged ``os.open`` and ``os.readlink``
+    (bound by ``bind`` once the wrappers exist): it holds no original function, so
+    reaching it gives the program nothing the wrappers do not."""
 
-    def __init__(self, originals: dict[str, Callable[..., Any]]) -> None:
-        self._open: Callable[..., int] = originals["open"]
-        self._close: Callable[[int], None] = originals["close"]
-        self._readlink: Callable[[str], str] = originals["readlink"]
-        self._fstat: Callable[[int], os.stat_result] = originals["fstat"]
+    def __init__(self) -> None:
+        import posix
+
+        self._open: Callable[..., int] = _unbound
+        self._readlink: Callable[[str], str] = _unbound
+        self._close: Callable[[int], None] = posix.close
+        self._fstat: Callable[[int], os.stat_result] = posix.fstat
+        self._getcwd: Callable[[], str] = posix.getcwd
+
+    def bind(self, judged_open: Callable[..., int], judged_readlink: Callable[[str], str]) -> None:
+        """Use the wrappers of ``os.open`` and ``os.readlink``."""
+        self._open = judged_open
+        self._readlink = judged_readlink
+
+    def absolute(self, path: str) -> str:
+        """``path`` made absolute against the working directory, as the guard judges it.
+
+        A relative name given to ``os.open`` could be resolved from a ``dir_fd`` the
+        ``open`` audit event does not carry: the hook refuses them, so none is passed."""
+        return path if path.startswith("/") else f"{self._getcwd().rstrip('/')}/{path}"
 
     def parent(self, path: str) -> tuple[int | None, str]:
         """Pin the directory of ``path``: ``(fd, pinned path)``; ``(None, path)`` if the
         last component is ``.`` or ``..`` (the call then fails on its own)."""
-        head, name = split(path)
+        head, name = split(self.absolute(path))
         if name in (".", ".."):
-            return None, path
+            return None, self.absolute(path)
         fd = self._open(head, _PIN)
         return fd, f"{_PREFIX}{fd}/{name}"
 
@@ -76,21 +101,17 @@ class Pinner:
         if fd is not None:
             self._close(fd)
 
-    def follow(self, path: str, fd: int, pinned: str) -> str:
-        """The path a symlink at ``pinned`` (in directory ``fd``) points to."""
+    def follow(self, path: str, pinned: str) -> str:
+        """The path a symlink at ``pinned`` (the last component of ``path``) points to."""
         target = self._readlink(pinned)
         if target.startswith("/"):
             return target
-        return f"{self._readlink(f'{_PREFIX}{fd}')}/{target}"
+        return f"{split(self.absolute(path))[0]}/{target}"
 
     def open(self, path: str, flags: int, mode: int = 0o777) -> int:
         """``os.open`` through pinned directories, following links one pinned step at a time."""
-        number = path[len(_PREFIX) :] if path.startswith(_PREFIX) else ""
-        if number.isdigit():
-            # Reopening a descriptor: open what it names, by its real path.
-            path = self._readlink(path)
-            if not path.startswith("/"):
-                return self._open(f"{_PREFIX}{number}", flags, mode)  # a pipe, a socket
+        if is_descriptor(path):
+            return self._open(path, flags, mode)  # the kernel reopens that very file
         for _ in range(_MAX_LINKS):
             fd, pinned = self.parent(path)
             try:
@@ -99,14 +120,15 @@ class Pinner:
                 except OSError as exc:
                     if exc.errno != errno.ELOOP or fd is None or flags & os.O_NOFOLLOW:
                         raise
-                    path = self.follow(path, fd, pinned)
+                    path = self.follow(path, pinned)
             finally:
                 self.release(fd)
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
 
-    def target(self, path: str) -> Iterator[str]:
-        """Yield a ``/proc/self/fd`` path naming the file ``path`` leads to (links followed,
-        pinned) for calls that follow symlinks (``chmod``, ``utime``, ``truncate``...)."""
+    def target(self, path: str) -> tuple[str, Callable[[], None]]:
+        """A ``/proc/self/fd`` path naming the file ``path`` leads to (links followed,
+        pinned) for calls that follow symlinks (``chmod``, ``utime``, ``truncate``...),
+        and what releases it."""
         for _ in range(_MAX_LINKS):
             fd, pinned = self.parent(path)
             try:
@@ -115,14 +137,35 @@ class Pinner:
                 self.release(fd)
                 raise
             try:
-                if not stat.S_ISLNK(self._fstat(handle).st_mode):
-                    yield f"{_PREFIX}{handle}"
-                    return
-                path = self.follow(path, fd if fd is not None else handle, pinned)
-            finally:
+                is_link = stat.S_ISLNK(self._fstat(handle).st_mode)
+                if is_link:
+                    path = self.follow(path, pinned)
+            except BaseException:
                 self._close(handle)
                 self.release(fd)
+                raise
+            if not is_link:
+                return f"{_PREFIX}{handle}", _releaser(self, handle, fd)
+            self._close(handle)
+            self.release(fd)
         raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+
+
+def _unbound(*args: object, **kwargs: object) -> Any:
+    raise RuntimeError("the pinner is used before the wrappers exist")
+
+
+def _releaser(pinner: Pinner, *fds: int | None) -> Callable[[], None]:
+    def release() -> None:
+        for fd in fds:
+            pinner.release(fd)
+
+    return release
+
+
+def is_descriptor(path: str) -> bool:
+    """Whether ``path`` is ``/proc/self/fd/N``: the file descriptor N itself."""
+    return path.startswith(_PREFIX) and path[len(_PREFIX) :].isdigit()
 
 
 def open_flags(mode: str) -> int:
@@ -168,82 +211,92 @@ def relative_to(text: str, dir_fd: object) -> str:
     return f"{_PREFIX}{plain_int(dir_fd)}/{text}"
 
 
-def changes_one_path(
-    pinner: Pinner, original: Callable[..., Any], *, follows: bool
-) -> Callable[..., Any]:
-    """A wrapper for a change of one path (``mkdir``, ``remove``, ``chmod``...).
+def exact_options(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``dir_fd`` and ``follow_symlinks`` as C reads them, read once: an object's
+    ``__index__`` or ``__bool__`` cannot answer the guard and the kernel apart."""
+    if kwargs.get("dir_fd") is not None:
+        kwargs["dir_fd"] = operator.index(kwargs["dir_fd"])
+    if "follow_symlinks" in kwargs:
+        kwargs["follow_symlinks"] = bool(kwargs["follow_symlinks"])
+    return kwargs
+
+
+def changes_one_path(pinner: Pinner, *, follows: bool) -> Callable[..., Call]:
+    """The ``_before`` of a wrapper for a change of one path (``mkdir``, ``remove``,
+    ``chmod``...): the call goes to the pinned form of the path.
 
     ``follows``: the call acts on what a symlink points to, unless the caller passes
     ``follow_symlinks=False``. A ``dir_fd`` is turned into the path through it.
     """
 
-    def wrapper(path: Any, *args: Any, **kwargs: Any) -> Any:
+    def before(path: Any, *args: Any, **kwargs: Any) -> Call:
         text = as_text(path)
         if text is None:
-            return original(path, *args, **kwargs)  # a descriptor: what it names is judged
-        text = relative_to(text, kwargs.pop("dir_fd", None))
+            return (None, (path, *args), kwargs, None)  # a descriptor: judged when opened
+        text = relative_to(text, exact_options(kwargs).pop("dir_fd", None))
         if follows and kwargs.get("follow_symlinks", True):
-            for target in pinner.target(text):
-                return original(target, *args, **kwargs)
+            target, release = pinner.target(text)
+            return (None, (target, *args), kwargs, _after_release(release))
         fd, pinned = pinner.parent(text)
-        try:
-            return original(pinned, *args, **kwargs)
-        finally:
-            pinner.release(fd)
+        return (None, (pinned, *args), kwargs, _after_release(_releaser(pinner, fd)))
 
-    return wrapper
+    return before
 
 
-def changes_two_paths(
-    pinner: Pinner, original: Callable[..., Any], *, link: bool = False
-) -> Callable[..., Any]:
-    """A wrapper for ``rename``, ``replace`` and ``link``: both parents pinned.
+def changes_two_paths(pinner: Pinner, *, link: bool = False) -> Callable[..., Call]:
+    """The ``_before`` of a wrapper for ``rename``, ``replace`` and ``link``: both
+    parents pinned.
 
     ``link``: ``os.link`` follows a symlink given as its source (by default); the file it
     leads to is then pinned itself, so a swapped link cannot name another file.
     """
 
-    def wrapper(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
+    def before(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Call:
         source, destination = as_text(src), as_text(dst)
         if source is None or destination is None:
-            return original(src, dst, *args, **kwargs)
-        source = relative_to(source, kwargs.pop("src_dir_fd", None))
-        destination = relative_to(destination, kwargs.pop("dst_dir_fd", None))
+            return (None, (src, dst, *args), kwargs, None)
+        exact_options(kwargs)
+        source = relative_to(source, _index(kwargs.pop("src_dir_fd", None)))
+        destination = relative_to(destination, _index(kwargs.pop("dst_dir_fd", None)))
         second, dst = pinner.parent(destination)
         try:
             if link and kwargs.get("follow_symlinks", True):
-                for target in pinner.target(source):
-                    return original(target, dst, *args, **kwargs)
+                src, release = pinner.target(source)
+                done = _after_release(release, _releaser(pinner, second))
+                return (None, (src, dst, *args), kwargs, done)
             first, src = pinner.parent(source)
-            try:
-                return original(src, dst, *args, **kwargs)
-            finally:
-                pinner.release(first)
-        finally:
+        except BaseException:
             pinner.release(second)
+            raise
+        return (None, (src, dst, *args), kwargs, _after_release(_releaser(pinner, first, second)))
 
-    return wrapper
+    return before
 
 
-def symlink(pinner: Pinner, original: Callable[..., Any]) -> Callable[..., Any]:
-    """A wrapper for ``os.symlink``: the new link's directory pinned."""
+def symlink(pinner: Pinner) -> Callable[..., Call]:
+    """The ``_before`` of a wrapper for ``os.symlink``: the new link's directory pinned."""
 
-    def wrapper(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
+    def before(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Call:
         destination = as_text(dst)
         if destination is None:
-            return original(src, dst, *args, **kwargs)
-        destination = relative_to(destination, kwargs.pop("dir_fd", None))
+            return (None, (src, dst, *args), kwargs, None)
+        destination = relative_to(destination, exact_options(kwargs).pop("dir_fd", None))
         fd, pinned = pinner.parent(destination)
-        try:
-            return original(src, pinned, *args, **kwargs)
-        finally:
-            pinner.release(fd)
+        return (None, (src, pinned, *args), kwargs, _after_release(_releaser(pinner, fd)))
 
-    return wrapper
+    return before
 
 
-def capture() -> dict[str, Callable[..., Any]]:
-    """The functions the pinner needs, taken before any wrapper replaces them."""
-    import posix
+def _index(value: Any) -> int | None:
+    return None if value is None else operator.index(value)
 
-    return {name: getattr(posix, name) for name in ("open", "close", "readlink", "fstat")}
+
+def _after_release(*releases: Callable[[], None]) -> After:
+    """An ``after`` that releases the pinned directories, whatever the call did."""
+
+    def after(result: Any, error: BaseException | None) -> Any:
+        for release in releases:
+            release()
+        return result
+
+    return after

@@ -68,5 +68,18 @@ RESOLVERS = frozenset(
         ("unittest.main", "_do_discovery"),
         ("lib2to3.refactor", "get_fixers"),
         ("lib2to3.refactor", "__init__"),
+        # The pure-Python pickler imports the module an object (or the data) names.
+        ("pickle", "save_global"),
+        ("pickle", "find_class"),
+        # Modules named by the caller's text: options, doctest targets, command lines.
+        ("optparse", "read_module"),
+        ("doctest", "_normalize_module"),
+        ("doctest", "_test"),
+        ("inspect", "_main"),
+        ("distutils.dist", "get_command_class"),
+        ("smtpd", "parseargs"),
+        ("multiprocessing.forkserver", "main"),
+        # pydoc.apropos imports every module it finds on the search path.
+        ("pydoc", "run"),
     }
 )
