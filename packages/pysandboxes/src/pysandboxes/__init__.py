@@ -33,6 +33,11 @@ and a ``SandBoxError``. See docs/usage.md, docs/configuration.md, docs/learning.
 #   _policy/   the rules as data: parser, verdicts, the plan and view they compile to
 #   errors     the exception tree (and _mode, _record, _version: plain helpers)
 
+# Bound at import, not on first use: in a sandboxed interpreter the program may not import
+# the sandbox's private modules once the guards are up (neither module imports typing).
+from pysandboxes._api.decorator import sandbox as sandbox
+from pysandboxes._api.partial import run as run
+from pysandboxes._api.partial import sandboxes as sandboxes
 from pysandboxes._api.report import enforcement_report as enforcement_report
 from pysandboxes._mode import is_in_sandbox as is_in_sandbox
 from pysandboxes._version import __version__ as __version__
@@ -49,12 +54,6 @@ from pysandboxes.errors import RuleSocketConnectionRefusedError as RuleSocketCon
 from pysandboxes.errors import SandboxCrashed as SandboxCrashed
 from pysandboxes.errors import SandBoxError as SandBoxError
 from pysandboxes.errors import sandbox_denials as sandbox_denials
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from pysandboxes._api.decorator import sandbox as sandbox
-    from pysandboxes._api.partial import run as run
-    from pysandboxes._api.partial import sandboxes as sandboxes
 
 __all__ = [
     "ConfigRefusedError",
@@ -77,22 +76,3 @@ __all__ = [
     "sandbox_denials",
     "sandboxes",
 ]
-
-#: Partial mode's names, imported when first used: the sandboxed interpreter starts
-#: without them (and without ``typing``).
-_LAZY = {
-    "sandbox": "pysandboxes._api.decorator",
-    "sandboxes": "pysandboxes._api.partial",
-    "run": "pysandboxes._api.partial",
-}
-
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pysandboxes' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value

@@ -46,21 +46,6 @@ if TYPE_CHECKING:
     from pysandboxes._wire.spec import Program
 
 
-def _bind_partial_names() -> None:
-    """Bind ``sandbox``, ``sandboxes`` and ``run`` now. The package imports them when
-    first used, but once the guards are up the program may not import the sandbox's
-    private modules, and its ``@sandbox`` functions run inline here."""
-    import pysandboxes
-    from pysandboxes._api import decorator, partial
-
-    for name, value in (
-        ("sandbox", decorator.sandbox),
-        ("sandboxes", partial.sandboxes),
-        ("run", partial.run),
-    ):
-        setattr(pysandboxes, name, value)
-
-
 def _read_spec(fd: int) -> LaunchSpec:
     chunks: list[bytes] = []
     while chunk := os.read(fd, 1 << 16):
@@ -309,7 +294,6 @@ def main(
         from pysandboxes._inside.server import start
 
         serve = start(serving.fd, serving.workers)  # its threads exist before the guards
-    _bind_partial_names()
     judge = None
     if python_layer:
         judge = install_guards(spec, roots, files)
