@@ -126,8 +126,7 @@ def held(function):
     found += [type(v).__module__ for v in (function.__kwdefaults__ or {{}}).values()]
     found.append(type(getattr(function, "__wrapped__", None)).__module__)
     found.append(type(getattr(function, "__self__", None)).__module__)
-    module = sys.modules[function.__globals__["__name__"]]
-    found += [getattr(v, "__module__", "") or "" for v in vars(module).values()]
+    found += [getattr(v, "__module__", "") or "" for v in function.__globals__.values()]
     return found
 
 installed = [
