@@ -116,12 +116,15 @@ class ServeSpec:
         files: the source files of the modules that define ``@sandbox`` functions and of
             their packages: the program, readable without a rule.
         path: the directories of the search path those modules are found in.
+        objects: results may hold objects (``remote-result-mode=objects``): the child
+            sends them as data (``_wire.objects``).
     """
 
     fd: int
     workers: int
     files: tuple[str, ...] = ()
     path: tuple[str, ...] = ()
+    objects: bool = False
 
 
 @record
@@ -178,6 +181,7 @@ def _records() -> dict[str, type]:
         model.ApiRule,
         model.EvalRule,
         model.ProviderOption,
+        model.ResultClassRule,
         model.Setting,
         model.Policy,
     ]
