@@ -24,6 +24,7 @@ PUBLIC = [
     "RuleSocketConnectionRefusedError",
     "SandBoxError",
     "SandboxCrashed",
+    "SandboxTimeout",
     "__version__",
     "enforcement_report",
     "is_in_sandbox",
@@ -72,6 +73,7 @@ REFUSALS = [
     errors.RuleApiPermissionError("os.system() is denied", qualname="os.system", category="x"),
     errors.ConfigSyntaxError([errors.ConfigIssue(".py-sandboxes", 3, "bad")]),
     errors.SandboxCrashed("the sandboxed process ended with exit status 3", exitcode=3),
+    errors.SandboxTimeout("tools.slow did not finish within 2.5 s", timeout=2.5),
 ]
 
 
@@ -83,6 +85,12 @@ def test_every_exception_pickles_with_its_fields(exc: BaseException) -> None:
     assert vars(back) == vars(exc)
 
 
+def test_a_sandbox_timeout_is_also_a_timeout_error() -> None:
+    timeout = errors.SandboxTimeout("too slow", timeout=1.0)
+    assert isinstance(timeout, TimeoutError)
+    assert isinstance(timeout, errors.SandBoxError)
+
+
 BUILTIN_TWIN = {
     errors.RuleFileNotFoundError: FileNotFoundError,
     errors.RulePermissionError: PermissionError,
@@ -92,7 +100,7 @@ BUILTIN_TWIN = {
 }
 
 
-@pytest.mark.parametrize("exc", REFUSALS[:-2], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize("exc", REFUSALS[:-3], ids=lambda e: type(e).__name__)
 def test_refusals_are_also_the_builtin_failure(exc: BaseException) -> None:
     assert isinstance(exc, errors.SandBoxError)
     assert isinstance(exc, BUILTIN_TWIN[type(exc)])

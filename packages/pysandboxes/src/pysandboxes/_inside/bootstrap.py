@@ -386,7 +386,7 @@ def main(
     if serving is not None:
         from pysandboxes._inside.server import start
 
-        serve = start(serving.fd, serving.workers)  # its threads exist before the guards
+        serve = start(serving)  # its threads exist before the guards
     if spec.provider != "none":  # 'none' asks for no sandbox at all; the banner says so
         judge = install_guards(spec, roots, files)
         if spec.learning is None:  # a learning run sees everything, as unsandboxed

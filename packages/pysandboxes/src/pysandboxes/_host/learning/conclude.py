@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from pysandboxes._host.learning.rules import Learned
+    from pysandboxes._wire.events import Event
 
 #: The most the trusted side keeps of what a learning run sends.
 MAX_BYTES = 64 << 20
@@ -76,11 +77,14 @@ class Summary:
     unwritten: tuple[str, ...] = ()
 
 
-def conclude(plan: Plan, chunks: list[bytes]) -> Summary | None:
+def conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event] = ()) -> Summary | None:
     """Write the learned rules; return the summary. Report, never raise: the waiter
-    must still end as the program ended, and remove its temporary directory."""
+    must still end as the program ended, and remove its temporary directory.
+
+    ``seen``: events the trusted side observed itself (partial mode's results); the
+    program's events of the same family are forged and dropped."""
     try:
-        return _conclude(plan, chunks)
+        return _conclude(plan, chunks, seen)
     except Exception as exc:  # a bug here must not cost the program's exit status
         # The failure may come after the file was written: say so.
         print(
@@ -107,12 +111,13 @@ def show(summary: Summary, renderer: str = "") -> None:
         print(line, file=sys.stderr)
 
 
-def _conclude(plan: Plan, chunks: list[bytes]) -> Summary:
+def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event]) -> Summary:
     sys.path[:0] = [p for p in plan.path if p not in sys.path]
     from pysandboxes._host.learning.rules import Context, drop_contradictions, learn
     from pysandboxes._wire.codec import decode_events
 
     events, dropped = decode_events(chunks)
+    events = [e for e in events if e.family != "result"] + list(seen)
     context = Context(
         os.path.dirname(plan.output),
         plan.cwd,
