@@ -290,3 +290,25 @@ def test_nothing_of_the_child_survives_a_killed_application(
         if app_process.poll() is None:
             app_process.kill()
             app_process.wait()
+
+
+def test_a_sandbox_entered_by_a_thread_that_ended_still_serves(app: App) -> None:
+    # PR_SET_PDEATHSIG would kill the child here: it fires when the *thread* that
+    # started it ends. The lifeline is tied to the application, not to a thread.
+    _rules(app)
+    result = app.run(
+        """
+        import threading, tools
+        from pysandboxes import sandboxes
+        box = sandboxes()
+        entering = threading.Thread(target=box.__enter__)
+        entering.start()
+        entering.join()
+        first, _ = tools.where()
+        print("served", tools.where()[0] == first)
+        box.__exit__(None, None, None)
+        """,
+        TOOLS,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["served True"]

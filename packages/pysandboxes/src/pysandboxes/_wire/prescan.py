@@ -164,6 +164,14 @@ def _scan(
             cost += cost_of[op] + length
         elif category == 3:  # MEMOIZE
             memo.append(stack[-1])
+        elif category == 11:  # BINGET, LONG_BINGET
+            index = data[pos] if width_of[op] == 1 else u4(data, pos)[0]
+            pos += width_of[op]
+            if index >= len(memo):
+                raise _malformed("a memo entry that was never made", pos)
+            depth = memo[index]
+            walk = walk or depth > 0
+            push(depth)
         elif category == 1:  # a scalar of fixed size
             pos += width_of[op]
             push(0)
@@ -194,14 +202,6 @@ def _scan(
                 if depth > max_depth:
                     raise _too_deep(max_depth)
             cost += cost_of[op]
-        elif category == 11:  # BINGET, LONG_BINGET
-            index = data[pos] if width_of[op] == 1 else u4(data, pos)[0]
-            pos += width_of[op]
-            if index >= len(memo):
-                raise _malformed("a memo entry that was never made", pos)
-            depth = memo[index]
-            walk = walk or depth > 0
-            push(depth)
         elif category == 9:  # TUPLE1, TUPLE2, TUPLE3
             count = width_of[op]
             if len(stack) < count:
