@@ -4,8 +4,10 @@ Run with the installed packages: ``python benchmarks/partial.py [provider]`` (de
 the rules' default provider, Landlock where the kernel has it). It prints one table:
 entering and leaving ``sandboxes()``; the median of a tiny call, against a plain call,
 ``ProcessPoolExecutor(1)`` and a raw socket-pair ping-pong between two Python processes
-(pickle both ways: the floor of any process boundary); a 1 MiB argument and a 1 MiB
-result; calls per second from 4 threads; the idle child's resident memory.
+(pickle both ways: the floor of any process boundary); the same tiny call with
+``remote-result-mode=objects``; a 1 MiB argument and a 1 MiB result; calls per second
+from 4 threads; the idle child's resident memory; the time from a call that crashes the
+child to the next call's result (a fresh child started, at most once).
 Targets (docs/design): enter <= 100 ms, exit <= 30 ms, tiny call <= 100 us and <= 2x the
 socket-pair floor, 1 MiB each way <= 5 ms, >= 8,000 calls/s from 4 threads, idle child
 RSS <= 25 MiB.
@@ -43,6 +45,11 @@ def size(data):
 @sandbox
 def blob(n):
     return b"x" * n
+
+@sandbox
+def crash():
+    import os
+    os._exit(1)
 """
 MIB = 1 << 20
 
@@ -147,16 +154,38 @@ def main() -> None:
         rate = 4 * per_thread / (time.perf_counter() - start)
         time.sleep(0.2)
         rss = _rss_kib(child.pid) if child is not None else 0
+    with sandboxes(remote_result_mode="objects", **rules):
+        for _ in range(200):
+            bench_tools.add(1, 2)
+        tiny_objects = _median(lambda: bench_tools.add(1, 2), 2000)
+    recoveries = []
+    with sandboxes(max_restarts=100, python_import="os", **rules):
+        from pysandboxes import SandboxCrashed
+
+        bench_tools.add(1, 2)
+        for _ in range(10):
+            start = time.perf_counter()
+            try:
+                bench_tools.crash()
+            except SandboxCrashed:
+                pass
+            bench_tools.add(1, 2)
+            recoveries.append(time.perf_counter() - start)
+    recovery = statistics.median(recoveries)
 
     us = 1e6
     rows.append(("plain call", f"{plain * us:.2f} us", "", ""))
     rows.append(("raw socketpair ping-pong", f"{floor * us:.1f} us", "1.00x", ""))
     rows.append(("ProcessPoolExecutor(1) call", f"{ppe * us:.1f} us", f"{ppe / floor:.2f}x", ""))
     rows.append(("@sandbox tiny call", f"{tiny * us:.1f} us", f"{tiny / floor:.2f}x", "100 us, 2x"))
+    rows.append(
+        ("  same, objects mode", f"{tiny_objects * us:.1f} us", f"{tiny_objects / floor:.2f}x", "")
+    )
     rows.append(("1 MiB argument", f"{arg * 1e3:.2f} ms", "", "5 ms"))
     rows.append(("1 MiB result", f"{result * 1e3:.2f} ms", "", "5 ms"))
     rows.append(("calls/s, 4 threads", f"{rate:,.0f}", "", ">= 8,000"))
     rows.append(("idle child RSS", f"{rss / 1024:.1f} MiB", "", "25 MiB"))
+    rows.append(("crash -> next call's result", f"{recovery * 1e3:.1f} ms", "", ""))
 
     print(f"partial mode, provider: {provider or 'default'}  (vs floor = the socket pair)")
     widths = [max(len(r[i]) for r in rows) for i in range(4)]

@@ -25,6 +25,7 @@ PUBLIC = [
     "RuleSocketConnectionRefusedError",
     "SandBoxError",
     "SandboxCrashed",
+    "SandboxTimeout",
     "__version__",
     "enforcement_report",
     "is_in_sandbox",
@@ -74,6 +75,7 @@ REFUSALS = [
     errors.ConfigSyntaxError([errors.ConfigIssue(".py-sandboxes", 3, "bad")]),
     errors.ConfigRefusedError([errors.ConfigIssue(".py-sandboxes", 2, "writes the venv")]),
     errors.SandboxCrashed("the sandboxed process ended with exit status 3", exitcode=3),
+    errors.SandboxTimeout("tools.slow did not finish within 2.5 s", timeout=2.5),
 ]
 
 
@@ -83,6 +85,12 @@ def test_every_exception_pickles_with_its_fields(exc: BaseException) -> None:
     assert type(back) is type(exc)
     assert str(back) == str(exc)
     assert vars(back) == vars(exc)
+
+
+def test_a_sandbox_timeout_is_also_a_timeout_error() -> None:
+    timeout = errors.SandboxTimeout("too slow", timeout=1.0)
+    assert isinstance(timeout, TimeoutError)
+    assert isinstance(timeout, errors.SandBoxError)
 
 
 BUILTIN_TWIN = {

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from partiallab import App  # type: ignore[import-not-found]
 
 TOOLS = """
@@ -74,3 +76,52 @@ def test_the_learned_rules_then_run_the_same_calls_with_no_refusal(app: App) -> 
     enforced = app.run(main.format(learn=""), TOOLS)
     assert enforced.returncode == 0, enforced.stderr
     assert enforced.stdout.strip() == "True"
+
+
+def test_learning_writes_objects_mode_and_the_classes_results_held(
+    app: App, tmp_path: Path
+) -> None:
+    library = tmp_path / "library"  # outside the application's directories: not its own
+    library.mkdir()
+    (library / "models.py").write_text(
+        "class Row:\n    def __init__(self, n):\n        self.n = n\n"
+    )
+    main = """
+        import sys
+        sys.path.insert(0, {library!r})
+        import models, tools
+        from pysandboxes import sandboxes
+        with sandboxes({learn}):
+            point, row = tools.objects()
+            print(type(point).__name__, point.x, type(row).__name__, row.n)
+        """
+    objects_tools = """
+        import sys
+        from pysandboxes import sandbox
+
+        class Point:
+            def __init__(self, x):
+                self.x = x
+
+        @sandbox
+        def objects():
+            sys.path.insert(0, LIBRARY)
+            import models
+            return Point(1), models.Row(2)
+        """.replace("LIBRARY", repr(str(library)))
+    learned = app.run(
+        main.format(learn="learn='.py-sandboxes'", library=str(library)), objects_tools
+    )
+    assert learned.returncode == 0, learned.stderr
+    assert learned.stdout.strip() == "Point 1 Row 2"
+    rules = (app.project / ".py-sandboxes").read_text()
+    written = [line.split("#")[0].strip() for line in rules.splitlines() if "# learned:" in line]
+    assert "remote-result-mode=objects" in written
+    assert "remote-result-class=models.Row" in written
+    assert not any("tools.Point" in line for line in written)  # the application's own
+    assert any("returned by tools.objects" in line for line in rules.splitlines())
+    # The directory itself, for the import system to list (learning grants the file).
+    directory = f"expose_ro={str(library)!r}"
+    enforced = app.run(main.format(learn=directory, library=str(library)), objects_tools)
+    assert enforced.returncode == 0, enforced.stderr
+    assert enforced.stdout.strip() == "Point 1 Row 2"

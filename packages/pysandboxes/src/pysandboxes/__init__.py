@@ -53,6 +53,7 @@ from pysandboxes.errors import RuleResultRefusedError as RuleResultRefusedError
 from pysandboxes.errors import RuleSocketConnectionRefusedError as RuleSocketConnectionRefusedError
 from pysandboxes.errors import SandboxCrashed as SandboxCrashed
 from pysandboxes.errors import SandBoxError as SandBoxError
+from pysandboxes.errors import SandboxTimeout as SandboxTimeout
 from pysandboxes.errors import sandbox_denials as sandbox_denials
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "RuleSocketConnectionRefusedError",
     "SandBoxError",
     "SandboxCrashed",
+    "SandboxTimeout",
     "__version__",
     "enforcement_report",
     "is_in_sandbox",

@@ -17,6 +17,8 @@ code keep working, and ``except SandBoxError`` catches every one of ours::
         ├── RuleResultRefusedError          + TypeError: partial mode: a result that is not
         │                                     a value remote-result-mode= allows, or too large
         ├── SandboxCrashed                  partial mode: the child ended during the call
+        ├── SandboxTimeout                  + TimeoutError: partial mode: the call ran past
+        │                                     its timeout and was stopped
         └── RemoteError                     partial mode: a sandboxed function raised an
                                             exception whose class is not rebuilt here
                                             (+ its nearest built-in base, e.g. ValueError)
@@ -52,6 +54,7 @@ __all__ = [
     "RuleSocketConnectionRefusedError",
     "SandBoxError",
     "SandboxCrashed",
+    "SandboxTimeout",
     "sandbox_denials",
 ]
 
@@ -284,6 +287,35 @@ class SandboxCrashed(SandBoxError):
 
 def _rebuild_crashed(message: str, exitcode: int | None, signal: int | None) -> SandboxCrashed:
     return SandboxCrashed(message, exitcode=exitcode, signal=signal)
+
+
+class SandboxTimeout(SandBoxError, TimeoutError):
+    """Partial mode: a sandboxed call ran past its timeout (``@sandbox(timeout=...)`` or
+    ``sandbox-timeout=``) and was stopped.
+
+    ``except TimeoutError`` catches it too. The call did not finish: an async function
+    was cancelled; one that could not be interrupted (a sync function, a loop that never
+    awaits) ended with the sandboxed process, replaced for the next call.
+
+    Attributes:
+        timeout: the timeout that expired, in seconds.
+    """
+
+    timeout: float
+
+    def __init__(self, message: str, *, timeout: float = 0.0) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_timeout, (str(self), self.timeout))
+
+
+def _rebuild_timeout(message: str, timeout: float) -> SandboxTimeout:
+    return SandboxTimeout(message, timeout=timeout)
 
 
 class RemoteError(SandBoxError):

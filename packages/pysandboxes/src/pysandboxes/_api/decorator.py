@@ -36,10 +36,14 @@ if TYPE_CHECKING:
     def sandbox(function: Callable[P, R], /) -> Callable[P, R]: ...
 
     @overload
-    def sandbox(*, profile: str | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+    def sandbox(
+        *, profile: str | None = None, timeout: float | None = None
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
 
 
-def sandbox(function: Any = None, /, *, profile: str | None = None) -> Any:
+def sandbox(
+    function: Any = None, /, *, profile: str | None = None, timeout: float | None = None
+) -> Any:
     """Run the decorated function in the sandboxed child of ``sandboxes()``.
 
     Use it bare (``@sandbox``) or with a profile (``@sandbox(profile="fetch")``), which
@@ -49,16 +53,25 @@ def sandbox(function: Any = None, /, *, profile: str | None = None) -> Any:
     overlap. Arguments travel by pickle; the result must be a value (see
     ``remote-result-mode``) and an exception comes back with its remote traceback.
 
+    ``timeout`` (seconds) bounds each call, instead of the rules' ``sandbox-timeout=``:
+    past it the call raises ``SandboxTimeout`` (a ``TimeoutError``) and is stopped in
+    the child, the child replaced if the call cannot be interrupted.
+
     Raises:
         TypeError: the function cannot be found by name in the child (``__main__``, a
             nested function, a lambda) or is a generator.
+        ValueError: ``timeout`` is not a positive number of seconds.
     """
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"@sandbox(timeout=...) takes a positive number of seconds, not {timeout}")
     if function is None:
-        return functools.partial(_decorate, profile=profile)
-    return _decorate(function, profile=profile)
+        return functools.partial(_decorate, profile=profile, timeout=timeout)
+    return _decorate(function, profile=profile, timeout=timeout)
 
 
-def _decorate(function: Callable[..., Any], *, profile: str | None) -> Callable[..., Any]:
+def _decorate(
+    function: Callable[..., Any], *, profile: str | None, timeout: float | None
+) -> Callable[..., Any]:
     name = getattr(function, "__qualname__", None)
     module = getattr(function, "__module__", None)
     code = getattr(function, "__code__", None)
@@ -89,7 +102,8 @@ def _decorate(function: Callable[..., Any], *, profile: str | None) -> Callable[
                 return await function(*args, **kwargs)
             from pysandboxes._api.partial import active
 
-            done, outcome = await active(profile, module, name).acall(module, name, args, kwargs)
+            box = active(profile, module, name)
+            done, outcome = await box.acall(module, name, args, kwargs, timeout)
             if done:
                 return outcome
             raise outcome  # its traceback: this line, then the remote frames
@@ -103,7 +117,8 @@ def _decorate(function: Callable[..., Any], *, profile: str | None) -> Callable[
                 return function(*args, **kwargs)
             from pysandboxes._api.partial import active
 
-            done, outcome = active(profile, module, name).call(module, name, args, kwargs)
+            box = active(profile, module, name)
+            done, outcome = box.call(module, name, args, kwargs, timeout)
             if done:
                 return outcome
             raise outcome  # its traceback: this line, then the remote frames

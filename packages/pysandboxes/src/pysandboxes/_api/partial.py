@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 
 from pysandboxes._mode import is_in_sandbox
-from pysandboxes.errors import SandBoxError
+from pysandboxes.errors import SandboxCrashed, SandBoxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,12 +22,15 @@ if TYPE_CHECKING:
     from types import TracebackType
     from typing import Any, Self, TypeVar
 
+    from pysandboxes._host.calls import Timeout
     from pysandboxes._host.partial import Child
 
     T = TypeVar("T")
 
 #: Default bound of a result (and of anything the child sends at once).
 RESULT_LIMIT = 256 << 20
+#: How long leaving sandboxes() waits for the calls in flight, by default.
+_GRACE = 5.0
 _INIT = 2  # frames.INIT, without importing the wire module before it is needed
 _CALL = 1
 
@@ -39,9 +43,11 @@ def active(profile: str | None, module: str, name: str) -> sandboxes:
     entered = _active.get(profile)
     if not entered:
         where = f"sandboxes(profile={profile!r})" if profile else "sandboxes()"
+        profiles = sorted(repr(p) if p else "the default one" for p, e in _active.items() if e)
+        now = f" Entered now: {', '.join(profiles)}." if profiles else ""
         raise SandBoxError(
             f"{module}.{name} is a @sandbox function, called outside any `with {where}:`: "
-            f"it never runs unsandboxed. Enter {where} (or use pysandboxes.run()) first."
+            f"it never runs unsandboxed. Enter {where} (or use pysandboxes.run()) first.{now}"
         )
     return entered[-1]
 
@@ -60,7 +66,12 @@ class sandboxes:
             use), instead of enforcing them; the rules are written when the block ends.
         profile: the name ``@sandbox(profile=...)`` functions route to.
         workers: threads that run sync functions at once in the child.
-        result_limit: the largest result (bytes) accepted from the child.
+        result_limit: the largest result (bytes) accepted from the child, and the most
+            memory rebuilding one may take.
+        graceful_shutdown: leaving waits this many seconds (``True``: 5) for the calls
+            in flight before ending the child; ``False`` ends it at once.
+        max_restarts: a crashed child is replaced at most this many times in any
+            ``restart_window`` seconds; past that, calls fail at once.
         **extra_rules: more rules, ``_`` for ``-`` in keys: ``expose_ro="./data"``,
             ``os_sandbox="bwrap"``; a list repeats the key.
     """
@@ -76,8 +87,13 @@ class sandboxes:
         profile: str | None = None,
         workers: int = 8,
         result_limit: int = RESULT_LIMIT,
+        graceful_shutdown: bool | float = True,
+        max_restarts: int = 5,
+        restart_window: float = 60.0,
         **extra_rules: object,
     ) -> None:
+        if profile is not None and not isinstance(profile, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise TypeError(f"profile must be a name (str), not {type(profile).__name__}")
         self.init_fn = init_fn
         self.config = os.fspath(sandboxes_config) if sandboxes_config is not None else None
         self.envs = envs
@@ -87,6 +103,9 @@ class sandboxes:
         self.workers = max(1, workers)
         self.result_limit = result_limit
         self.rules = tuple(_rule_lines(extra_rules))
+        grace = graceful_shutdown
+        self.grace = _GRACE if grace is True else 0.0 if grace is False else max(0.0, float(grace))
+        self.restarts = Restarts(max_restarts, restart_window)
         self._child: Child | None = None
         self._start_lock = threading.Lock()
         self._entered = False
@@ -122,7 +141,7 @@ class sandboxes:
         self._entered = False
         child, self._child = self._child, None
         if child is not None:
-            child.close()
+            child.close(self.grace)
 
     async def __aenter__(self) -> Self:
         import asyncio
@@ -161,53 +180,90 @@ class sandboxes:
             modules=_module_files(),
             workers=self.workers,
             result_limit=self.result_limit,
+            grace=self.grace,
         )
         if self.init_fn is not None:
+            from pysandboxes._host.calls import wait
+
             init: Any = self.init_fn
             nothing: dict[str, object] = {}
             call: tuple[object, ...] = (str(init.__module__), str(init.__qualname__), (), nothing)
-            done, outcome = child.call(_INIT, call, self._decode)
+            done, outcome = wait(child, _INIT, call, self._decode)
             if not done:
-                child.close()
+                child.close(0.0)
                 raise outcome  # init_fn's own exception, with its remote traceback
         return child
 
     def _running(self) -> Child:
-        """The child, or a fresh one when the last ended (its calls failed, never rerun)."""
+        """The child, or a fresh one when the last ended (its calls failed, never rerun)
+        or was retired; a crashed child is replaced within the restart budget only."""
         child = self._child
-        if child is not None and child.ended is None:
+        if child is not None and child.ended is None and child.retiring is None:
             return child
         with self._start_lock:
-            if self._child is None or self._child.ended is not None:
+            child = self._child
+            if child is None or child.ended is not None or child.retiring is not None:
                 if not self._entered:
                     raise SandBoxError("this sandboxes() is not entered")
-                old, self._child = self._child, None
-                if old is not None:
-                    old.close()
-                self._child = self._start()
-            return self._child
+                if child is not None and child.ended is not None and child.retiring is None:
+                    self.restarts.spend(child.ended)  # SandboxCrashed past the budget
+                self._child = None
+                if child is not None and child.retiring is None:
+                    child.close(0.0)
+                child = self._child = self._start()
+            return child
 
-    def _decode(self, data: bytes) -> Any:
+    def _decode(self, data: bytes, call: tuple[Any, ...]) -> Any:
         from pysandboxes._api.results import decode_result
 
         child = self._child
         policy = child.spec.policy if child is not None else None
-        return decode_result(data, policy)
+        return decode_result(data, policy, child, f"{call[0]}.{call[1]}")
+
+    def _timeout(self, child: Child, given: float | None) -> Timeout | None:
+        from pysandboxes._host.calls import Timeout
+
+        if given is not None:
+            return Timeout(given, f"@sandbox(timeout={given:g})")
+        setting = child.spec.policy.sandbox_timeout
+        if setting is None:
+            return None
+        return Timeout(setting.value, f"'{setting.origin.text}' from {setting.origin.where}")
 
     def call(
-        self, module: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        module: str,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        seconds: float | None = None,
     ) -> tuple[bool, Any]:
-        """Run ``module.name(*args, **kwargs)`` in the child; what ``@sandbox`` calls.
+        """Run ``module.name(*args, **kwargs)`` in the child; what ``@sandbox`` calls,
+        with its timeout (``seconds``; else the rules' ``sandbox-timeout=``).
         Returns ``(True, result)`` or ``(False, exception to raise)``."""
+        from pysandboxes._host.calls import wait
+
         if self._child is None and is_in_sandbox():
             raise SandBoxError("calls run inline in a sandboxed process")
-        return self._running().call(_CALL, (module, name, args, kwargs), self._decode)
+        child = self._running()
+        limit = self._timeout(child, seconds)
+        return wait(child, _CALL, (module, name, args, kwargs), self._decode, limit)
 
     async def acall(
-        self, module: str, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        module: str,
+        name: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        seconds: float | None = None,
     ) -> tuple[bool, Any]:
-        """``call`` for an async function: awaited on the caller's loop."""
-        return await self._running().acall(_CALL, (module, name, args, kwargs), self._decode)
+        """``call`` for an async function: awaited on the caller's loop; cancelling the
+        awaiting task cancels the call."""
+        from pysandboxes._host.calls import await_call
+
+        child = self._running()
+        limit = self._timeout(child, seconds)
+        return await await_call(child, _CALL, (module, name, args, kwargs), self._decode, limit)
 
 
 def run(main: Awaitable[T], **options: Any) -> T:
@@ -253,15 +309,31 @@ def _importable(function: Callable[..., Any], what: str) -> None:
 
 def _module_files() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """The files of the modules defining ``@sandbox`` functions (and of their packages),
-    and the directories of the search path they are found in."""
-    from pysandboxes._api.decorator import REGISTERED
+    the directories of the search path they are found in, and their names."""
     from pysandboxes._policy.view import module_files
 
     files: list[str] = []
     roots: list[str] = []
+    for name, root in _registered_roots():
+        found = [f for f in module_files(name, [root]) if not f.endswith("__main__.py")]
+        files += [f for f in found if f not in files]
+        if root not in roots:
+            roots.append(root)
+    names = tuple(name for name, _ in _registered_roots())
+    return tuple(files), tuple(roots), names
+
+
+def module_roots() -> list[str]:
+    """The search-path directories the ``@sandbox`` modules were imported from."""
+    return sorted({root for _, root in _registered_roots()})
+
+
+def _registered_roots() -> list[tuple[str, str]]:
+    from pysandboxes._api.decorator import REGISTERED
+
+    found: list[tuple[str, str]] = []
     for name in sorted(REGISTERED):
-        module = sys.modules.get(name)
-        source = getattr(module, "__file__", None)
+        source = getattr(sys.modules.get(name), "__file__", None)
         if not isinstance(source, str):
             continue
         root = os.path.realpath(source)
@@ -269,8 +341,40 @@ def _module_files() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
             root = os.path.dirname(root)
         if os.path.basename(source) == "__init__.py":
             root = os.path.dirname(root)
-        found = [f for f in module_files(name, [root]) if not f.endswith("__main__.py")]
-        files += [f for f in found if f not in files]
-        if root not in roots:
-            roots.append(root)
-    return tuple(files), tuple(roots), tuple(sorted(REGISTERED))
+        found.append((name, root))
+    return found
+
+
+# A crashed child is replaced for the next call (its calls in flight failed, none is sent
+# again), at most ``max_restarts`` times in any ``restart_window`` seconds: past that, a
+# call fails at once instead of paying a start-up (and init_fn) per call for a child that
+# will crash again.
+class Restarts:
+    """Times of the recent restarts; ``spend`` one or refuse."""
+
+    def __init__(self, limit: int, window: float) -> None:
+        self.limit = max(0, limit)
+        self.window = max(0.0, window)
+        self._times: list[float] = []
+        self._lock = threading.Lock()
+
+    def spend(self, crash: SandboxCrashed) -> None:
+        """Count a restart after ``crash``.
+
+        Raises:
+            SandboxCrashed: the budget is spent; the message names it and the last crash.
+        """
+        now = time.monotonic()
+        with self._lock:
+            self._times = [t for t in self._times if now - t < self.window]
+            if len(self._times) >= self.limit:
+                wait = self.window - (now - self._times[0]) if self._times else self.window
+                raise SandboxCrashed(
+                    f"the sandboxed process crashed {len(self._times) + 1} times within "
+                    f"{self.window:g} s (sandboxes(max_restarts={self.limit}, "
+                    f"restart_window={self.window:g})): it is not started again for "
+                    f"{wait:.0f} s, and calls fail at once until then. The last crash: {crash}",
+                    exitcode=crash.exitcode,
+                    signal=crash.signal,
+                )
+            self._times.append(now)

@@ -3,14 +3,16 @@
 ``Child`` starts complete mode's sandboxed interpreter with the rules, as ``python-sb``
 would, but its program is the call server (``_inside.server``) and it is linked to this
 process by a socket pair made here: no port, no token, nothing another process can
-reach. One thread reads the child's frames and hands each to the call waiting for it;
-the calling thread (or task) itself writes the call's output and decodes its reply, so
-output lands where a local call's would, in order. What the child sends is decoded by
-``_wire.codec`` alone, as values.
+reach. It runs in a process group of its own, tied to this process by a lifeline
+(``lifeline``): when this process ends, however, the kernel kills the group. One thread
+reads the child's frames and hands each to the call waiting for it (``calls``); what
+the child sends is decoded by ``_wire.codec`` alone, as values.
 
 At most once: a call is sent once. If the child ends, every call in flight fails with
-``SandboxCrashed`` and this ``Child`` is done; the caller starts another for the next
-call.
+``SandboxCrashed`` (how it ended, and the last lines it wrote on its standard error)
+and this ``Child`` is done; the caller starts another for the next call. A call that
+was cancelled and cannot be stopped retires the child: it serves its other calls in
+flight, then ends, and the next call starts another.
 """
 
 from __future__ import annotations
@@ -18,41 +20,28 @@ from __future__ import annotations
 import itertools
 import os
 import pickle
-import queue
 import socket
 import sys
 import threading
 
+from pysandboxes._host.calls import CRASHED, FINAL, TOO_LARGE
+from pysandboxes._host.lifeline import Lifeline, Tail, kill_group, reap
 from pysandboxes._wire import frames
-from pysandboxes.errors import RuleResultRefusedError, SandboxCrashed, SandBoxError
+from pysandboxes.errors import SandboxCrashed, SandBoxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import asyncio
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
     from typing import Any
 
     from pysandboxes._host.launch import LaunchRequest
     from pysandboxes._host.learning.plan import LearnRun
     from pysandboxes._wire.spec import LaunchSpec
 
-_CRASHED = -1  # a waiter's item: the child ended (payload: the exception)
-_TOO_LARGE = -2  # a waiter's item: the reply was over the limit (and dropped)
 _START_TIMEOUT = 60.0
-
-
-class _TaskWaiter:
-    """A waiter for an async call: items go to the caller's loop, from the reader."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, items: asyncio.Queue[Any]) -> None:
-        self._loop = loop
-        self._items = items
-
-    def put(self, item: tuple[int, Any]) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
-        except RuntimeError:
-            pass  # the caller's loop is closed: nobody waits any more
+_SPAWNING = threading.Lock()
+#: How long a cancelled call may take to end in the child before the child is replaced.
+CANCEL_GRACE = 1.0
 
 
 class Child:
@@ -66,6 +55,7 @@ class Child:
         modules: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]],
         workers: int,
         result_limit: int,
+        grace: float = 5.0,
     ) -> None:
         from pysandboxes._host.launch import build_spec, spawn
         from pysandboxes._record import replace
@@ -77,33 +67,58 @@ class Child:
         self._learning: LearnRun | None = learning
         self._collector: Any = None
         self.result_limit = result_limit
+        self.grace = grace
+        mode = spec.policy.remote_result_mode
+        self.objects = mode is not None and mode.value == "objects"
+        #: A learning run's classes seen in results: name -> (the application's own, where).
+        self.results_seen: dict[str, tuple[bool, str]] | None = {} if learning else None
         ours, theirs = socket.socketpair()
-        theirs.set_inheritable(True)
         files, path, names = modules
-        serve = ServeSpec(theirs.fileno(), workers, files, path, names)
-        spec = replace(spec, serve=serve)
+        # A learning run sends objects as data too: their classes are what it learns.
+        objects = self.objects or learning is not None
+        serving = ServeSpec(theirs.fileno(), workers, files, path, modules=names, objects=objects)
+        spec = replace(spec, serve=serving)
         errors_read, errors_write = os.pipe()
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
             (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
             (os.POSIX_SPAWN_DUP2, errors_write, 2),
         ]
+        self.pid = 0
+        self.lifeline = Lifeline()
         try:
-            self.pid = spawn(
-                spec, child_env, request.python_flags, cwd, file_actions=actions, detached=True
-            )
+            # Its ends are inheritable only while this child is spawned: a child another
+            # thread spawns meanwhile (another sandbox, the reaper) must not hold them,
+            # or this one's end would never be seen.
+            with _SPAWNING:
+                theirs.set_inheritable(True)
+                self.lifeline.inheritable(True)
+                try:
+                    self.pid = spawn(
+                        spec,
+                        child_env,
+                        request.python_flags,
+                        cwd,
+                        file_actions=actions,
+                        detached=True,
+                    )
+                finally:
+                    theirs.close()
+                    os.close(errors_write)
+                    self.lifeline.inheritable(False)
+                self.lifeline.arm(self.pid, spec.tempdir)
         except BaseException:
-            for fd in (errors_read, errors_write):
-                os.close(fd)
+            if self.pid:  # started, but not tied to this process: not left running
+                kill_group(self.pid)
+                os.waitpid(self.pid, 0)
+            os.close(errors_read)
             ours.close()
-            theirs.close()
+            self.lifeline.release()
             self._remove_tempdir()
             raise
         finally:
             if learning is not None:
                 learning.close_child_end()
-        theirs.close()
-        os.close(errors_write)
         if learning is not None:
             from pysandboxes._host.learning.conclude import Collector
 
@@ -112,30 +127,44 @@ class Child:
         self._send_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._waiters: dict[int, Any] = {}
+        self._changed = threading.Condition()
         self._ready = threading.Event()
         self.ended: SandboxCrashed | None = None
-        self._startup = bytearray()
+        self.retiring: str | None = None
+        self._closing: str | None = None
+        self._close_lock = threading.Lock()
+        self._closed = False
+        self.tail = Tail()
         self._reaped = threading.Event()
-        threading.Thread(target=self._read_startup, args=(errors_read,), daemon=True).start()
+        self._last_words = threading.Thread(target=self._read_errors, args=(errors_read,))
+        self._last_words.daemon = True
+        self._last_words.start()
         self._reader = threading.Thread(target=self._read, name="pysandboxes-reader", daemon=True)
         self._reader.start()
         if not self._ready.wait(_START_TIMEOUT) or self.ended is not None:
-            self.close()
-            said = self._startup.decode("utf-8", "replace").strip()
+            self.close(0.0)
+            said = "\n".join(self.tail.lines())
             raise SandBoxError(
                 "the sandbox did not start"
                 + (f": {self.ended}" if self.ended is not None else "")
-                + (f"\n{said}" if said else "")
+                + (f"\n{said}" if said and self.ended is None else "")
             )
+        try:
+            from pysandboxes._host.limits import apply
+
+            apply(self.pid, spec.policy)
+        except OSError as exc:
+            self.close(0.0)
+            raise SandBoxError(f"the sandbox did not start: {exc}") from None
 
     # -- reading -------------------------------------------------------------------------
 
-    def _read_startup(self, fd: int) -> None:
-        """What the child writes on its standard error before it serves (errors)."""
+    def _read_errors(self, fd: int) -> None:
+        """What the child writes on its first standard error: errors before it serves,
+        then only its crash report (``faulthandler``)."""
         with os.fdopen(fd, "rb") as pipe:
-            while chunk := pipe.read(4096):
-                if len(self._startup) < 1 << 16:
-                    self._startup += chunk
+            while chunk := pipe.read1(4096):
+                self.tail.add(chunk)
 
     def _read(self) -> None:
         try:
@@ -147,7 +176,9 @@ class Child:
                 if kind not in frames.FROM_CHILD:
                     break  # a broken protocol: the child is not trusted further
                 if payload is None:
-                    kind, payload = _TOO_LARGE, bytearray()
+                    kind, payload = TOO_LARGE, bytearray()
+                if kind == frames.STDERR:
+                    self.tail.add(payload)
                 if call_id == 0:
                     if kind == frames.READY:
                         self._ready.set()
@@ -157,111 +188,127 @@ class Child:
                 waiter = self._waiters.get(call_id)
                 if waiter is None:
                     continue  # output of a call nobody waits for any more
-                if kind in (frames.RESULT, frames.RAISED, frames.READY, _TOO_LARGE):
-                    del self._waiters[call_id]
+                if kind in FINAL:
+                    self._forget(call_id)
                 waiter.put((kind, payload))
         except OSError as exc:
-            self._startup += f"\n{exc}".encode()
+            self.tail.add(f"\n{exc}\n".encode())
         self._end()
 
+    def _forget(self, call_id: int) -> None:
+        with self._changed:
+            self._waiters.pop(call_id, None)
+            self._changed.notify_all()
+
     def _end(self) -> None:
-        crashed = SandboxCrashed(self._how_it_ended())
-        self.ended = crashed
-        self._ready.set()
-        for call_id in list(self._waiters):
-            waiter = self._waiters.pop(call_id, None)
-            if waiter is not None:
-                waiter.put((_CRASHED, crashed))
-
-    def _how_it_ended(self) -> str:
-        import signal
-
         try:
-            _, status = os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            return "the sandboxed process ended"
+            how, exitcode, number = reap(self.pid)
         finally:
             self._reaped.set()
-        if os.WIFSIGNALED(status):
-            number = os.WTERMSIG(status)
-            name = signal.Signals(number).name if number in signal.valid_signals() else number
-            return f"the sandboxed process was killed by signal {name}"
-        return f"the sandboxed process ended with exit status {os.waitstatus_to_exitcode(status)}"
+        if self._closing is not None:
+            message = f"{self._closing} ({how})"
+        else:
+            self._last_words.join(0.5)  # the crash report comes on its own pipe
+            lines = self.tail.lines()
+            said = "; its last lines on standard error:\n  " + "\n  ".join(lines) if lines else ""
+            message = how + said
+        crashed = SandboxCrashed(message, exitcode=exitcode, signal=number)
+        self.ended = crashed
+        self._ready.set()
+        with self._changed:
+            waiters, self._waiters = self._waiters, {}
+            self._changed.notify_all()
+        for waiter in waiters.values():
+            waiter.put((CRASHED, crashed))
 
     # -- calling -------------------------------------------------------------------------
 
-    def _send_call(self, kind: int, call: tuple[Any, ...], waiter: Any) -> int:
+    def send_call(self, kind: int, call: tuple[Any, ...], waiter: Any) -> int:
+        """Send a call once; its items go to ``waiter``. Returns its id."""
         payload = pickle.dumps(call, protocol=5)
         call_id = next(self._ids)
         self._waiters[call_id] = waiter
         if self.ended is not None:
-            del self._waiters[call_id]
+            self._forget(call_id)
             raise self.ended
         try:
             with self._send_lock:
                 frames.send(self.sock, kind, call_id, payload)
         except OSError:
-            self._waiters.pop(call_id, None)
+            self._forget(call_id)
             self._reaped.wait(5.0)
             raise self.ended or SandboxCrashed("the sandboxed process ended") from None
         return call_id
 
-    def call(
-        self, kind: int, call: tuple[Any, ...], decode: Callable[[bytes], Any]
-    ) -> tuple[bool, Any]:
-        """Send a call and wait for its reply in this thread, writing its output here.
+    def cancel(self, call_id: int, *, stuck: bool = False) -> None:
+        """Stop a call nobody waits for any more: the child cancels it, or says it cannot
+        (or does not answer in ``CANCEL_GRACE``), and then it is retired. ``stuck``: it
+        cannot be stopped in the child (a sync function): retire the child now."""
+        watch = _Watch(self, call_id)
+        with self._changed:
+            if call_id not in self._waiters:
+                return  # it ended meanwhile
+            self._waiters[call_id] = watch
+        try:
+            with self._send_lock:
+                frames.send(self.sock, frames.CANCEL, call_id)  # it may not have started
+        except OSError:
+            return  # the child is gone: nothing runs any more
+        if stuck:
+            self.retire(f"call {call_id} could not be stopped")
+        else:
+            watch.start()
 
-        Returns ``(True, result)``, or ``(False, exception)`` for the caller to raise
-        (so that its traceback goes from the caller's line to the remote frames)."""
-        items: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
-        self._send_call(kind, call, items)
-        output = _Output()
-        while True:
-            item_kind, data = items.get()
-            if item_kind in (frames.STDOUT, frames.STDERR):
-                output.write(item_kind, data)
-                continue
-            output.flush()
-            return _outcome(item_kind, data, decode)
-
-    async def acall(
-        self, kind: int, call: tuple[Any, ...], decode: Callable[[bytes], Any]
-    ) -> tuple[bool, Any]:
-        """``call`` for a coroutine: the reply is awaited on the caller's loop."""
-        import asyncio
-
-        items: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
-        self._send_call(kind, call, _TaskWaiter(asyncio.get_running_loop(), items))
-        output = _Output()
-        while True:
-            item_kind, data = await items.get()
-            if item_kind in (frames.STDOUT, frames.STDERR):
-                output.write(item_kind, data)
-                continue
-            output.flush()
-            return _outcome(item_kind, data, decode)
+    def retire(self, reason: str) -> None:
+        """Let the other calls in flight end (up to the grace period), then kill the
+        child: a call runs on in it that cannot be stopped. Calls go to another child."""
+        with self._close_lock:
+            if self.retiring is not None or self._closed:
+                return
+            self.retiring = reason
+        arguments = (self.grace, reason, True)
+        thread = threading.Thread(target=self.close, args=arguments, daemon=True)
+        thread.start()
 
     # -- closing -------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """End the child (it ends when the connection closes; killed after a grace
-        period), remove its temporary directory, and conclude a learning run."""
+    def close(
+        self, grace: float = 5.0, reason: str = "sandboxes() was left", kill: bool = False
+    ) -> None:
+        """End the child: wait up to ``grace`` seconds for the calls in flight, then end
+        it (it ends when the connection closes; killed if it does not, or at once with
+        ``kill``), remove its temporary directory, dismiss its reaper, and conclude a
+        learning run."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        with self._changed:
+            self._changed.wait_for(lambda: not self._calls_in_flight(), timeout=grace)
+            running = self._calls_in_flight()
+        if running and self.ended is None:
+            self._closing = (
+                f"{reason} while the call ran: it was stopped after the {grace:g} s grace period"
+            )
+        if (running or kill) and self.ended is None:
+            if self._closing is None:
+                self._closing = reason
+            kill_group(self.pid)
         try:
             self.sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass
         if not self._reaped.wait(2.0):
-            import signal
-
-            try:
-                os.kill(self.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_group(self.pid)
             self._reaped.wait(5.0)
         self.sock.close()
         self._remove_tempdir()
+        self.lifeline.release()
         self._check_rule_files()
         self._conclude()
+
+    def _calls_in_flight(self) -> bool:
+        return any(not isinstance(w, _Watch) for w in self._waiters.values())
 
     def _check_rule_files(self) -> None:
         """Set back the rules of the next run if the child changed or planted one (see
@@ -289,64 +336,48 @@ class Child:
             return
         self._learning = None
         from pysandboxes._host.learning.conclude import conclude, show
+        from pysandboxes._wire.events import Event
 
+        seen = [
+            Event("result", name, "own" if own else "named", where=where)
+            for name, (own, where) in (self.results_seen or {}).items()
+        ]
         plan = learning.plan(os.getcwd(), os.environ, self.spec.policy, self.spec.protected)
-        summary = conclude(plan, collector.finish())
+        summary = conclude(plan, collector.finish(), seen)
         if summary is not None:
             show(summary)
 
 
-def _outcome(kind: int, data: Any, decode: Callable[[bytes], Any]) -> tuple[bool, Any]:
-    if kind == frames.RESULT:
-        try:
-            return True, decode(data)
-        except SandBoxError as refused:
-            return False, refused.with_traceback(None)
-    if kind == frames.READY:
-        return True, None
-    if kind == _CRASHED:
-        return False, data
-    if kind == _TOO_LARGE:
-        return False, RuleResultRefusedError(
-            "the sandboxed function's reply was larger than sandboxes(result_limit=...) "
-            "and was dropped; return less, or raise the limit"
-        )
-    from pysandboxes._host.remote import rebuild
-    from pysandboxes._wire.codec import RefusedValue, decode_value
+class _Watch:
+    """Stands for a cancelled call until the child ends it: retires the child if it
+    says the call cannot be stopped, or is silent for ``CANCEL_GRACE``."""
 
-    try:
-        description = decode_value(data)
-    except RefusedValue as exc:
-        return False, SandBoxError(f"the sandbox sent an exception that is not values: {exc}")
-    return False, rebuild(description)
+    def __init__(self, child: Child, call_id: int) -> None:
+        self._child = child
+        self._call_id = call_id
+        self._timer = threading.Timer(CANCEL_GRACE, self._expired)
+        self._timer.daemon = True
 
+    def start(self) -> None:
+        self._timer.start()
 
-class _Output:
-    """A call's output, written where a local call's would go: this thread's streams."""
+    def put(self, item: tuple[int, Any]) -> None:
+        if item[0] in FINAL:
+            self._timer.cancel()
+        elif item[0] == frames.STUCK:
+            self._timer.cancel()
+            self._child.retire(f"call {self._call_id} could not be stopped")
 
-    def __init__(self) -> None:
-        import codecs
-
-        self._decoders = {
-            frames.STDOUT: codecs.getincrementaldecoder("utf-8")("replace"),
-            frames.STDERR: codecs.getincrementaldecoder("utf-8")("replace"),
-        }
-
-    def write(self, kind: int, data: bytes) -> None:
-        text = self._decoders[kind].decode(bytes(data))
-        if text:
-            (sys.stdout if kind == frames.STDOUT else sys.stderr).write(text)
-
-    def flush(self) -> None:
-        for kind, decoder in self._decoders.items():
-            text = decoder.decode(b"", final=True)
-            if text:
-                (sys.stdout if kind == frames.STDOUT else sys.stderr).write(text)
+    def _expired(self) -> None:
+        if self._child._waiters.get(self._call_id) is self:
+            self._child.retire(f"call {self._call_id} did not stop in {CANCEL_GRACE:g} s")
 
 
 def _write_untagged(data: bytes | bytearray) -> None:
     """Output of no single call (two calls ran at once, or a thread of the child's own):
     the caller's standard error, never its standard output."""
+    import sys
+
     try:
         sys.stderr.write(bytes(data).decode("utf-8", "replace"))
     except (OSError, ValueError):

@@ -293,7 +293,7 @@ def main(
     if serving is not None:
         from pysandboxes._inside.server import start
 
-        serve = start(serving.fd, serving.workers)  # its threads exist before the guards
+        serve = start(serving)  # its threads exist before the guards
     judge = None
     if python_layer:
         judge = install_guards(spec, roots, files)

@@ -3,13 +3,20 @@
 The sandboxed interpreter is the same as complete mode's; its program is this server.
 Everything it needs is made before the guards are armed (``start``): the connection
 (a socket inherited from the trusted side), a bounded pool of worker threads, the
-thread that runs async functions on this process's event loop, and the output pipes
-(``capture``). Then the guards go up and the main thread reads calls (``serve``).
+thread that runs async functions on this process's event loop, the output pipes
+(``capture``) and the crash report (``faulthandler``, on the descriptor the trusted
+side reads the child's last words from). Then the guards go up and the main thread
+reads calls (``serve``).
 
 A call names a function by module and qualified name; only a function marked
 ``@sandbox`` is called. Sync functions run on the pool, async ones on the loop, so
 calls overlap. A reply is the result or the exception described as values
 (``_wire.replies``); the trusted side decodes it, never this process.
+
+Cancelling (a timeout, a cancelled task in the caller): a call still waiting for a
+worker never starts; an async one is cancelled at its next ``await``; a sync one cannot
+be interrupted from another thread, so the server says so (``STUCK``) and the trusted
+side replaces this process.
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from pysandboxes._wire.spec import ServeSpec
+
 #: Largest frame the trusted side may send (its arguments): it is trusted, this bounds
 #: a broken sender, not a hostile one.
 _LIMIT = 1 << 40
@@ -43,24 +52,39 @@ _OWN = (
     "<pysandboxes ",
     "<frozen importlib.",
 )
+#: Once the trusted side is gone, how long the process may take to end by itself.
+_EXIT_GRACE = 1.0
 # Taken before the guards. It reads what the trusted side sends (the arguments), never
 # what a sandboxed process sends: that is only ever decoded by _wire.codec, in the caller.
 _loads = pickle.loads  # noqa: TID251
+_QUEUED = "queued"
+_SYNC = "running in a thread"
+_HANDING_OVER = "handed to the loop"
 
 
 class Server:
     """The connection, the workers and the loop of one sandboxed process."""
 
-    def __init__(self, fd: int, workers: int) -> None:
-        self.sock = socket.socket(fileno=fd)
+    def __init__(self, serving: ServeSpec) -> None:
+        self.sock = socket.socket(fileno=serving.fd)
         self.sock.set_inheritable(False)  # programs the calls start do not get it
+        self.objects = serving.objects
         self._send_lock = threading.Lock()
+        # Descriptor 2 is still the pipe the trusted side reads until this process ends:
+        # a crash (a segfault, a fatal error) is reported there, not to a call.
+        import faulthandler
+
+        self._last_words = os.dup(2)
+        faulthandler.enable(file=self._last_words, all_threads=False)
         self.pump = DescriptorPump(self.send)
         self.work: queue.SimpleQueue[tuple[int, int, bytearray] | None] = queue.SimpleQueue()
+        #: Calls not answered yet: "queued", "sync" (running on a worker), or the task.
+        self.calls: dict[int, object] = {}
+        self._calls_lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._loop_ready = threading.Event()
         self._loop_wanted: queue.SimpleQueue[bool] = queue.SimpleQueue()
-        for number in range(workers):
+        for number in range(serving.workers):
             name = f"pysandboxes-worker-{number}"
             threading.Thread(target=self._work, name=name, daemon=True).start()
         threading.Thread(target=self._run_loop, name="pysandboxes-loop", daemon=True).start()
@@ -73,7 +97,8 @@ class Server:
             frames.send(self.sock, kind, call_id, payload)
 
     def serve(self) -> None:
-        """Read calls until the trusted side closes the connection, then return."""
+        """Read calls until the trusted side closes the connection, then return (and
+        end the process shortly after, whatever the calls still running do)."""
         self.send(frames.READY, 0)
         while True:
             try:
@@ -81,10 +106,32 @@ class Server:
             except OSError:
                 frame = None
             if frame is None:
-                return
+                break
             kind, call_id, payload = frame
-            if payload is not None and kind in (frames.CALL, frames.INIT):
+            if kind == frames.CANCEL:
+                self._cancel(call_id)
+            elif payload is not None and kind in (frames.CALL, frames.INIT):
+                with self._calls_lock:
+                    self.calls[call_id] = _QUEUED
                 self.work.put((kind, call_id, payload))
+        # The trusted side is gone (closed, or killed): a call stuck in a loop must not
+        # keep this process alive. The daemon timer ends it if the exit does not.
+        timer = threading.Timer(_EXIT_GRACE, os._exit, (0,))
+        timer.daemon = True
+        timer.start()
+
+    def _cancel(self, call_id: int) -> None:
+        with self._calls_lock:
+            state: Any = self.calls.get(call_id)
+            if state is _QUEUED:
+                self.calls[call_id] = None  # a worker will skip it
+            elif state is _HANDING_OVER:
+                del self.calls[call_id]  # the loop cancels it as it starts
+        cancel = getattr(state, "cancel", None)  # a task's
+        if state is _SYNC:
+            self.send(frames.STUCK, call_id)  # a thread cannot be interrupted
+        elif cancel is not None and self.loop is not None:
+            self.loop.call_soon_threadsafe(cancel)
 
     def _work(self) -> None:
         while True:
@@ -92,6 +139,12 @@ class Server:
             if item is None:
                 return
             kind, call_id, payload = item
+            with self._calls_lock:
+                cancelled = self.calls.get(call_id, _QUEUED) is None
+                self.calls[call_id] = _SYNC
+            if cancelled:
+                self._raised(call_id, _cancelled())
+                continue
             self.pump.running.add(call_id)
             token = current_call.set(call_id)
             try:
@@ -112,14 +165,19 @@ class Server:
             return
         self._reply(kind, call_id, outcome)
 
+    def _finish(self, call_id: int) -> None:
+        self.pump.drain()
+        self.pump.running.discard(call_id)
+        with self._calls_lock:
+            self.calls.pop(call_id, None)
+
     def _reply(self, kind: int, call_id: int, outcome: object) -> None:
         try:
-            payload = b"" if kind == frames.INIT else encode_result(outcome)
+            payload = b"" if kind == frames.INIT else encode_result(outcome, objects=self.objects)
         except BaseException as exc:
             self._raised(call_id, TypeError(f"the result cannot be sent to the caller: {exc}"))
             return
-        self.pump.drain()
-        self.pump.running.discard(call_id)
+        self._finish(call_id)
         self.send(frames.READY if kind == frames.INIT else frames.RESULT, call_id, payload)
 
     def _raised(self, call_id: int, exc: BaseException) -> None:
@@ -127,8 +185,7 @@ class Server:
             payload = encode_raised(exc, _OWN)
         except BaseException as failure:  # a description that cannot be pickled
             payload = encode_raised(RuntimeError(f"{type(exc).__name__}: {failure}"), _OWN)
-        self.pump.drain()
-        self.pump.running.discard(call_id)
+        self._finish(call_id)
         self.send(frames.RAISED, call_id, payload)
 
     def _on_loop(self, call_id: int, kind: int, coroutine: Any) -> None:
@@ -140,11 +197,18 @@ class Server:
 
         def start() -> None:
             task = loop.create_task(coroutine)
+            with self._calls_lock:
+                cancelled = call_id not in self.calls  # cancelled while it was handed over
+                self.calls[call_id] = task
             task.add_done_callback(lambda done: self._task_done(call_id, kind, done))
+            if cancelled:
+                task.cancel()
 
         import contextvars
 
         context = contextvars.copy_context()  # the call's id follows the task
+        with self._calls_lock:
+            self.calls[call_id] = _HANDING_OVER
         loop.call_soon_threadsafe(start, context=context)
 
     def _task_done(self, call_id: int, kind: int, task: asyncio.Task[Any]) -> None:
@@ -169,7 +233,7 @@ class Server:
 def _cancelled() -> BaseException:
     import asyncio
 
-    return asyncio.CancelledError("the sandboxed task was cancelled")
+    return asyncio.CancelledError("the sandboxed call was cancelled")
 
 
 def _is_coroutine(value: object) -> bool:
@@ -194,7 +258,7 @@ def resolve(module: str, qualname: str, *, init: bool = False) -> Callable[..., 
     return found
 
 
-def start(fd: int, workers: int) -> Callable[[], None]:
+def start(serving: ServeSpec) -> Callable[[], None]:
     """Make the server while the guards are not armed yet; return its loop to run."""
-    server = Server(fd, workers)
+    server = Server(serving)
     return server.serve

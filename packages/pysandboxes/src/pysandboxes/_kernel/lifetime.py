@@ -44,6 +44,8 @@ _CLONE_NEWPID = 0x20000000
 #: Why this process's program is not below a pid 1 of its own, when it is not (the applied
 #: layer says it): empty otherwise.
 refused: list[str] = []
+#: Whether the process outside dies with its parent (not in partial mode: see ``begin``).
+_parent_bound: list[bool] = [True]
 
 
 def begin(provider: str) -> None:
@@ -51,6 +53,10 @@ def begin(provider: str) -> None:
     ``provider`` needs (see the module docstring). Returns in the program's process only;
     when no namespace can be made, runs the program here (the trusted side's sweep is
     then all there is) and says why in ``refused``."""
+    provider, _, how = provider.partition(":")
+    if how == "detached":  # partial mode: its caller's lifeline ends it (see _host.partial);
+        # the death signal would fire when the *thread* that started it ends, not the caller
+        _parent_bound.clear()
     if provider == "unshare" and os.getpid() == 1:
         _init(None, drop=_drop_unshare)
     elif provider in ("landlock", "subprocess"):
@@ -141,7 +147,7 @@ def _guard_self() -> None:
     outside the walls the program gets, and the one outside the namespace could start
     processes the namespace's end would not take along."""
     _prctl(_PR_SET_DUMPABLE, 0)
-    if os.getpid() != 1:
+    if os.getpid() != 1 and _parent_bound:
         _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 

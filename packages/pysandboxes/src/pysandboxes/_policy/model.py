@@ -199,6 +199,16 @@ class EvalRule:
 
 
 @record
+class ResultClassRule:
+    """``remote-result-class=``: classes whose instances ``remote-result-mode=objects``
+    rebuilds, besides the application's own, as ``module.qualname`` (or
+    ``module:qualname`` when the class is nested in another)."""
+
+    names: frozenset[str]
+    origin: Origin
+
+
+@record
 class ProviderOption:
     """``<provider>.<option>=value`` for a kernel provider we ship."""
 
@@ -251,6 +261,11 @@ class Policy:
     os_sandbox: Setting[str] | None = None
     remote_result_mode: Setting[str] | None = None
     remote_result_guard: Setting[bool] | None = None
+    result_classes: tuple[ResultClassRule, ...] = ()
+    sandbox_timeout: Setting[float] | None = None
+    sandbox_memory: Setting[int] | None = None
+    sandbox_open_files: Setting[int] | None = None
+    sandbox_processes: Setting[int] | None = None
     learn: Setting[str] | None = None
     learn_lock: Origin | None = None
     rule_files: tuple[str, ...] = ()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pysandboxes._policy import families
+from pysandboxes._policy import families, partialkeys
 from pysandboxes._policy.builder import Builder
 from pysandboxes._policy.expand import has_reference
 from pysandboxes._policy.families import FOREIGN_PROVIDERS as FOREIGN_PROVIDERS
@@ -26,6 +26,7 @@ from pysandboxes._policy.model import (
     NetRule,
     Origin,
     Policy,
+    ResultClassRule,
     Setting,
 )
 from pysandboxes.errors import ConfigSyntaxError
@@ -46,7 +47,14 @@ SINGLE_KEYS = (
     "port",
 )
 LIST_KEYS = ("env", "unenv", "expose-ro", "expose-rw", "ignore", "net", "python-import")
-KNOWN_KEYS = (*SINGLE_KEYS, *LIST_KEYS, "python-api", "include", "include-platform")
+KNOWN_KEYS = (
+    *SINGLE_KEYS,
+    *LIST_KEYS,
+    "python-api",
+    "include",
+    "include-platform",
+    *partialkeys.KEYS,
+)
 _TRUE = ("true", "1", "on", "yes", "")
 _FALSE = ("false", "0", "off", "no", "none")
 _RESULT_MODES = {
@@ -125,6 +133,8 @@ def _dispatch(builder: Builder, rule: RawRule) -> None:
         families.import_rule(builder, rule)
     elif key == "python-api":
         families.api_rule(builder, rule)
+    elif key in partialkeys.KEYS:
+        partialkeys.parse(builder, rule)
     elif key.startswith("eval-"):
         value = builder.expanded(rule)
         if value is not None:
@@ -251,6 +261,9 @@ def _assemble(builder: Builder, files: Iterable[str]) -> Policy:
         from pysandboxes._policy import evalkeys
 
         evalkeys.check_dynamic_code_grant(builder, evals, api)
+    mode = singles.get("remote-result-mode")
+    classes: list[ResultClassRule] = lists.get("result-classes", [])
+    partialkeys.check(builder, classes, mode is not None and mode.value == "objects")
     return Policy(
         expose=tuple(expose),
         ignore=tuple(lists.get("ignore", [])),
@@ -265,6 +278,11 @@ def _assemble(builder: Builder, files: Iterable[str]) -> Policy:
         os_sandbox=singles.get("os-sandbox"),
         remote_result_mode=singles.get("remote-result-mode"),
         remote_result_guard=singles.get("remote-result-guard"),
+        result_classes=tuple(classes),
+        sandbox_timeout=singles.get("sandbox-timeout"),
+        sandbox_memory=singles.get("sandbox-memory"),
+        sandbox_open_files=singles.get("sandbox-open-files"),
+        sandbox_processes=singles.get("sandbox-processes"),
         learn=singles.get("learn"),
         learn_lock=builder.lock,
         rule_files=tuple(files),

@@ -130,8 +130,15 @@ TEMPLATE = """\
 #                               (numbers, strings, bytes, containers, dates, paths...)
 #   remote-result-mode=objects  also rebuilds instances of the application's own classes and
 #                               of classes the rules name; every other class stays refused
+#   remote-result-class=pkg.module.Class   such a class (objects mode only)
 # <learning_remote_result>
 # </learning_remote_result>
+# The sandboxed process of partial mode: a call's default timeout, and what the calls may
+# use (each a failed call when reached, not a failed application):
+#sandbox-timeout=30s
+#sandbox-memory=512MiB
+#sandbox-open-files=256
+#sandbox-processes=64
 
 # == PYTHON LAYER =========================================================================
 # The precise layer: files, network, imports, calls and eval, with readable refusals.

@@ -51,6 +51,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 # Keys a rule file may set only once: learning replaces them instead of adding a value.
 _SINGLE_KEYS = frozenset(
     {"os-sandbox", "py-sandbox", "learn", "remote-result-mode", "remote-result-guard", "port"}
+    | {"sandbox-timeout", "sandbox-memory", "sandbox-open-files", "sandbox-processes"}
 )
 
 

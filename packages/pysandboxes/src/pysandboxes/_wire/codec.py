@@ -6,13 +6,19 @@ values, with bounded sizes, and never run code the child chose.
 - Learning events (``decode_events``): JSON lines of known fields, parsed, never
   evaluated. An event only ever *describes* an access: what becomes a rule, and in which
   file, is the trusted side's decision (``_host.learning.rules``).
-- Partial mode's results and exceptions (``decode_value``): pickles whose every class is
-  on an allowlist of value types (``values``), looked up without importing anything.
+- Partial mode's results and exceptions (``decode_value``): pickles read opcode by
+  opcode before anything is built (``prescan``), then rebuilt from the allowlist of
+  value types, each through a maker that checks its arguments (``makers``), and with
+  ``remote-result-mode=objects`` instances of allowed classes written as data
+  (``objects``); nothing is imported but the value types' own modules.
 """
 
 from __future__ import annotations
 
+import io
 import json
+from collections import deque as _DEQUE
+from time import struct_time as _STRUCT_TIME
 
 from pysandboxes._wire.events import (
     FAMILIES,
@@ -23,7 +29,15 @@ from pysandboxes._wire.events import (
     MAX_TEXT,
     Event,
 )
-from pysandboxes._wire.values import CONTAINERS, MAX_DEPTH, MAX_ITEMS, SCALARS, VALUE_CLASSES
+from pysandboxes._wire.values import (
+    CONTAINERS,
+    MAX_BYTES,
+    MAX_DEPTH,
+    MAX_ITEMS,
+    SCALARS,
+    RefusedValue,
+    value_types,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -100,90 +114,167 @@ def decode_events(chunks: Iterable[bytes]) -> tuple[list[Event], int]:
     return events, dropped
 
 
-class RefusedValue(Exception):
-    """What a child sent is not a value the caller accepts (class, size or depth)."""
-
-
 def decode_value(
     payload: bytes | bytearray,
     *,
     objects: Callable[[str, str], type | None] | None = None,
     max_depth: int = MAX_DEPTH,
     max_items: int = MAX_ITEMS,
+    max_bytes: int = MAX_BYTES,
 ) -> object:
-    """The value a child pickled, rebuilt from the allowlisted classes only.
+    """The value a child pickled, rebuilt from values and allowlisted classes only.
 
-    ``objects`` (``remote-result-mode=objects``) may allow more classes: it gets the
-    module and name the stream asks for and returns the class, or ``None``. Nothing is
-    imported but the standard modules of the allowlist.
+    First the opcodes are read without building anything (``prescan``: only what the
+    child's encoder writes for values, within the bounds); then the C unpickler builds
+    it, every class name giving a maker that checks its arguments (``makers``), never
+    the class; then, unless it is a plain tree of scalars and containers, every object
+    of the result is checked to be a value.
+
+    ``objects`` (``remote-result-mode=objects``) gets the module and qualified name of
+    each object description the stream holds and returns the class to rebuild it with,
+    or ``None`` (refused); see ``objects``. Nothing is imported but the standard modules
+    of the value classes.
 
     Raises:
-        RefusedValue: a class off the list, a value nested deeper than ``max_depth`` or
-            holding more than ``max_items`` objects, or a stream that is not a pickle.
+        RefusedValue: a class off the list, a value nested deeper than ``max_depth``,
+            holding more than ``max_items`` objects or taking more than ``max_bytes``
+            to rebuild, or a stream that is not a pickle of values.
     """
-    import io
-    import pickle
-
-    class ValueUnpickler(pickle.Unpickler):
-        def find_class(self, module: str, name: str, /) -> Any:
-            return _find_class(module, name, objects)
-
-        def persistent_load(self, pid: Any, /) -> Any:
-            raise RefusedValue("persistent ids are not values")
+    from pysandboxes._wire.prescan import prescan
 
     try:
-        value = ValueUnpickler(io.BytesIO(payload)).load()
+        walk = prescan(
+            payload,
+            objects=objects is not None,
+            max_depth=max_depth,
+            max_items=max_items,
+            max_bytes=max_bytes,
+        )
+    except RefusedValue as refused:
+        named = _named_class(payload) if " uses " in str(refused) else None
+        if named is None:
+            raise
+        raise RefusedValue(named) from None  # the class says more than the opcode
+    reader = _reader()(io.BytesIO(payload))
+    reader.allowed = objects
+    try:
+        value = reader.load()
     except RefusedValue:
         raise
     except Exception as exc:  # a malformed stream: any error the unpickler raises
-        raise RefusedValue(f"not a valid result stream ({type(exc).__name__}: {exc})") from exc
-    _check_bounds(value, max_depth, max_items)
+        raise RefusedValue(f"not a valid result stream ({type(exc).__name__}: {exc})") from None
+    if walk:
+        _check(value, max_depth, max_items, reader.built)
     return value
 
 
-def _find_class(module: str, name: str, objects: Callable[[str, str], type | None] | None) -> Any:
-    if (module, name) in VALUE_CLASSES:
-        import importlib
+def _named_class(payload: bytes | bytearray) -> str | None:
+    """The first class a refused stream names that is not a value class, for the
+    message (``prescan.classes`` reads the opcodes; nothing is built)."""
+    from pysandboxes._wire.makers import MAKERS
+    from pysandboxes._wire.prescan import classes
 
-        found: Any = importlib.import_module(module)  # one of the allowlist's own modules
-        for part in name.split("."):
-            found = getattr(found, part)
-        return found
-    if objects is not None:
-        allowed = objects(module, name)
-        if allowed is not None:
-            return allowed
-    raise RefusedValue(f"{module}.{name}")
+    for module, qualname in classes(payload):
+        if (module, qualname) not in MAKERS:
+            return f"{module}.{qualname}"
+    return None
+
+
+_readers: list[type[Any]] = []
+
+
+def _reader() -> type[Any]:
+    """The unpickler class, made once: its names give makers, its persistent ids objects."""
+    if _readers:
+        return _readers[0]
+    import pickle
+
+    from pysandboxes._wire.makers import MAKERS
+    from pysandboxes._wire.objects import rebuild
+
+    class ValueUnpickler(pickle.Unpickler):
+        allowed: Callable[[str, str], type | None] | None = None
+
+        def __init__(self, file: io.BytesIO) -> None:
+            super().__init__(file)
+            self.built: dict[type, bool] = {}
+
+        def find_class(self, module: str, name: str, /) -> Any:
+            maker = MAKERS.get((module, name))
+            if maker is None:
+                raise RefusedValue(f"{module}.{name}")
+            return maker
+
+        def persistent_load(self, pid: Any, /) -> Any:
+            if self.allowed is None:
+                raise RefusedValue("persistent ids are not values")
+            return rebuild(pid, self.allowed, self.built)
+
+    _readers.append(ValueUnpickler)
+    return ValueUnpickler
 
 
 _SCALARS = frozenset(SCALARS)
+_CONTAINERS = frozenset(CONTAINERS)
 
 
-def _check_bounds(value: object, max_depth: int, max_items: int) -> None:
-    """Refuse a value nested deeper than ``max_depth`` or larger than ``max_items``."""
+def _check(value: object, max_depth: int, max_items: int, built: dict[type, bool]) -> None:
+    """Refuse a value holding anything but values (and instances of ``built``), nested
+    deeper than ``max_depth`` or larger than ``max_items``."""
+    if type(value) in _SCALARS:
+        return
+    allowed = value_types()
     stack: list[tuple[object, int]] = [(value, 0)]
     seen: set[int] = set()
     items = 0
     while stack:
         item, depth = stack.pop()
-        if type(item) in _SCALARS or id(item) in seen:
+        kind = type(item)
+        if kind in _SCALARS or id(item) in seen:
             continue
         seen.add(id(item))
         if depth >= max_depth:
             raise RefusedValue(f"a value nested deeper than {max_depth} levels")
         members: list[object]
-        if isinstance(item, dict):
+        if isinstance(item, dict) and (kind in _CONTAINERS or kind in allowed):
             mapping: dict[object, object] = item  # type: ignore[assignment]
             members = [*mapping.keys(), *mapping.values()]
-        elif isinstance(item, CONTAINERS):
+        elif kind in _CONTAINERS or kind is _DEQUE or kind is _STRUCT_TIME:
             members = list(item)  # type: ignore[call-overload]
+        elif kind is slice:
+            members = [item.start, item.stop, item.step]  # type: ignore[attr-defined]
+        elif kind in allowed:
+            continue  # an atomic value: its parts were checked by its maker
+        elif kind in built:
+            if not built[kind]:
+                continue  # an enum member: the application's own object, not made here
+            members = _object_members(item)
         else:
-            state: Any = getattr(item, "__dict__", None)
-            members = list(state.values()) if type(state) is dict else []  # pyright: ignore[reportUnknownArgumentType]
-        kinds = set(map(type, members))
+            raise RefusedValue(f"{kind.__module__}.{kind.__qualname__}")
         items += len(members)
         if items > max_items:
             raise RefusedValue(f"a value of more than {max_items} objects")
-        if kinds <= _SCALARS:
+        if set(map(type, members)) <= _SCALARS:
             continue
         stack.extend((member, depth + 1) for member in members if type(member) not in _SCALARS)
+
+
+def _object_members(item: Any) -> list[object]:
+    """What a rebuilt object holds: its ``__dict__`` and slots, as ``objects`` set them
+    (read back the same way: no attribute of the class's is called)."""
+    found: list[object] = list(item) if tuple in type(item).__mro__ else []
+    for base in type(item).__mro__:
+        for name, slot in vars(base).items():
+            kind = type(slot).__name__
+            if kind == "getset_descriptor" and name == "__dict__":
+                state: dict[str, object] = slot.__get__(item)
+                found += state.values()
+            elif kind == "member_descriptor":
+                try:
+                    found.append(slot.__get__(item))
+                except AttributeError:
+                    continue  # an empty slot
+    return found
+
+
+__all__ = ["RefusedValue", "decode_event", "decode_events", "decode_value"]

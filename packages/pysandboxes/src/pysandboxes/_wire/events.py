@@ -22,6 +22,9 @@ FAMILIES: dict[str, frozenset[str]] = {
     "lookup": frozenset({"OUT"}),
     "import": frozenset({"module", "native"}),
     "call": frozenset(CATEGORIES),
+    # Partial mode: a result held an object (of the application's own class, or of
+    # another). Reported by the trusted side only: the same family from a child is dropped.
+    "result": frozenset({"own", "named"}),
 }
 #: Longest line accepted; a longer one is dropped whole. PIPE_BUF: a write of at most
 #: this size is atomic, so events written by several threads never interleave.
@@ -38,7 +41,7 @@ class Event:
     """One access the rules in force would have refused.
 
     Attributes:
-        family: ``file``, ``env``, ``net``, ``lookup``, ``import`` or ``call``.
+        family: ``file``, ``env``, ``net``, ``lookup``, ``import``, ``call`` or ``result``.
         name: what was accessed: a real path, a variable name, the host as the program
             named it, a top-level module, a function's qualified name.
         access: how (see ``FAMILIES``): a file access or ``list``, a direction, a call's

@@ -20,16 +20,17 @@ HEADER = struct.Struct("<IQB")
 # Trusted side -> child.
 CALL = 1  # payload: pickle of (module, qualname, args, kwargs)
 INIT = 2  # payload: pickle of (module, qualname) of init_fn; answered READY or RAISED
-CANCEL = 3  # no payload: stop the call (the child ends it, or ends itself)
+CANCEL = 3  # no payload: stop the call (never started, cancelled, or answered STUCK)
 # Child -> trusted side.
 RESULT = 10  # payload: the value, as codec decodes it
 RAISED = 11  # payload: the exception, described as values (see replies)
 STDOUT = 12  # payload: bytes the call wrote to standard output
 STDERR = 13  # payload: bytes the call wrote to standard error
 READY = 14  # no payload: the child serves calls (or init_fn returned)
+STUCK = 15  # no payload: a cancelled call runs on in a thread: the child must be replaced
 
 #: Kinds a child may send; anything else ends the connection.
-FROM_CHILD = frozenset({RESULT, RAISED, STDOUT, STDERR, READY})
+FROM_CHILD = frozenset({RESULT, RAISED, STDOUT, STDERR, READY, STUCK})
 
 
 def pack(kind: int, call_id: int, payload: bytes | bytearray | memoryview = b"") -> bytes:

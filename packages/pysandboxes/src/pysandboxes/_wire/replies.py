@@ -18,6 +18,7 @@ from pysandboxes._wire.values import CONTAINERS, SCALARS, VALUE_CLASSES
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import TracebackType
+    from typing import Any
 
 #: Frames kept per traceback, and exceptions per chain: the rest is cut (and said).
 MAX_FRAMES = 200
@@ -25,9 +26,85 @@ MAX_CHAIN = 32
 _MAX_TEXT = 64 * 1024
 
 
-def encode_result(value: object) -> bytes:
-    """The result as a pickle (protocol 5: large bytes are not copied again)."""
-    return pickle.dumps(value, protocol=5)
+def encode_result(value: object, *, objects: bool = False) -> bytes:
+    """The result as a pickle (protocol 5: large bytes are not copied again).
+
+    The caller's decoder accepts values only, each class through a maker that takes the
+    arguments that class is pickled with; ``UUID`` and ``ZoneInfo`` are pickled by their
+    value here, as the standard pickle would need ``BUILD`` and ``getattr`` for them.
+    With ``objects`` (``remote-result-mode=objects``) any other instance travels as a
+    description of its data (``objects.describe``).
+
+    Raises:
+        TypeError: an object that cannot cross as data, or refers to itself.
+    """
+    if _unregistered:
+        _register_value_reducers()
+    if not objects:
+        return pickle.dumps(value, protocol=5)
+    import io
+
+    out = io.BytesIO()
+    try:
+        _objects_pickler()(out, protocol=5).dump(value)
+    except RecursionError:
+        message = "an object of the result refers to itself: objects cannot cross in cycles"
+        raise TypeError(message) from None
+    return out.getvalue()
+
+
+_picklers: list[type[pickle.Pickler]] = []
+
+
+def _objects_pickler() -> type[pickle.Pickler]:
+    """The pickler of objects mode, made once: each instance that is not a value becomes
+    the description of its data (``objects.describe``)."""
+    if not _picklers:
+        from pysandboxes._wire.objects import describe
+
+        class ObjectsPickler(pickle.Pickler):
+            def persistent_id(self, obj: object) -> object:
+                return describe(obj, _plain)
+
+        _picklers.append(ObjectsPickler)
+    return _picklers[0]
+
+
+_PLAIN = frozenset({*SCALARS, *CONTAINERS})
+
+
+def _plain(kind: type) -> bool:
+    return kind in _PLAIN or (kind.__module__, kind.__qualname__) in VALUE_CLASSES
+
+
+#: Value classes whose standard pickle the caller refuses, until their reducer is set.
+_unregistered = {"uuid": "UUID", "zoneinfo": "ZoneInfo"}
+
+
+def _register_value_reducers() -> None:
+    """Once ``uuid`` or ``zoneinfo`` is loaded (no instance exists before), pickle their
+    instances by value: ``UUID(None, None, None, None, int)``, ``ZoneInfo(key)``."""
+    import copyreg
+    import sys
+
+    for module, name in list(_unregistered.items()):
+        loaded = sys.modules.get(module)
+        if loaded is None:
+            continue
+        kind: Any = getattr(loaded, name)
+        reducer: Any = _reduce_uuid if module == "uuid" else _reduce_zone
+        copyreg.pickle(kind, reducer)
+        del _unregistered[module]
+
+
+def _reduce_uuid(value: Any) -> Any:
+    return (value.__class__, (None, None, None, None, value.int))
+
+
+def _reduce_zone(value: Any) -> Any:
+    if value.key is None:
+        raise TypeError("a ZoneInfo made from a file (no key) cannot cross: send its key")
+    return (value.__class__, (value.key,))
 
 
 def _is_value(value: object, depth: int = 0) -> bool:

@@ -122,6 +122,8 @@ class ServeSpec:
             their packages: the program, readable without a rule.
         path: the directories of the search path those modules are found in.
         modules: the names of those modules: importable without a rule, as the program.
+        objects: results may hold objects (``remote-result-mode=objects``): the child
+            sends them as data (``_wire.objects``).
     """
 
     fd: int
@@ -129,6 +131,7 @@ class ServeSpec:
     files: tuple[str, ...] = ()
     path: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
+    objects: bool = False
 
 
 @record
@@ -185,6 +188,7 @@ def _records() -> dict[str, type]:
         model.ApiRule,
         model.EvalRule,
         model.ProviderOption,
+        model.ResultClassRule,
         model.Setting,
         model.Policy,
     ]

@@ -2,10 +2,10 @@
 
 A result travels as a pickle, and unpickling runs whatever callables the stream names:
 the caller only ever rebuilds the classes listed here (``VALUE_CLASSES``), each a plain
-value whose constructor has no effect but making the value. Containers and scalars are
-pickle opcodes of their own and need no class. ``remote-result-mode=objects`` widens the
-list to the application's own classes (``codec``), never to the standard library's
-tools.
+value whose constructor has no effect but making the value, and only through a maker
+that checks its arguments (``makers``). Containers and scalars are pickle opcodes of
+their own and need no class. ``remote-result-mode=objects`` adds instances of the
+application's own classes (``objects``), never the standard library's tools.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ VALUE_CLASSES: frozenset[tuple[str, str]] = frozenset(
         ("uuid", "UUID"),
         ("uuid", "SafeUUID"),
         ("time", "struct_time"),
-        ("zoneinfo", "ZoneInfo._unpickle"),
+        ("zoneinfo", "ZoneInfo"),
         ("ipaddress", "IPv4Address"),
         ("ipaddress", "IPv6Address"),
         ("ipaddress", "IPv4Network"),
@@ -47,6 +47,57 @@ VALUE_CLASSES: frozenset[tuple[str, str]] = frozenset(
 SCALARS: tuple[type, ...] = (type(None), bool, int, float, complex, str, bytes, bytearray)
 CONTAINERS: tuple[type, ...] = (list, tuple, dict, set, frozenset)
 
-#: Default bounds of one decoded value: nesting depth and number of objects.
+#: Default bounds of one decoded value: nesting depth, number of objects, and the memory
+#: rebuilding it may take (estimated from its opcodes before anything is built).
 MAX_DEPTH = 256
 MAX_ITEMS = 10_000_000
+MAX_BYTES = 256 << 20
+
+
+_types: list[frozenset[type]] = []
+
+
+def value_types() -> frozenset[type]:
+    """The exact types a decoded value may hold, besides scalars and containers (the
+    trusted side's view; imports their modules once)."""
+    if _types:
+        return _types[0]
+    import collections
+    import datetime
+    import decimal
+    import fractions
+    import ipaddress
+    import pathlib
+    import time
+    import uuid
+    import zoneinfo
+
+    found = frozenset(
+        {
+            range,
+            slice,
+            collections.OrderedDict,
+            collections.Counter,
+            collections.deque,
+            datetime.date,
+            datetime.time,
+            datetime.datetime,
+            datetime.timedelta,
+            datetime.timezone,
+            decimal.Decimal,
+            fractions.Fraction,
+            uuid.UUID,
+            uuid.SafeUUID,
+            time.struct_time,
+            zoneinfo.ZoneInfo,
+            *(getattr(ipaddress, n) for n in ("IPv4Address", "IPv6Address", "IPv4Network")),
+            *(getattr(ipaddress, n) for n in ("IPv6Network", "IPv4Interface", "IPv6Interface")),
+            *(getattr(pathlib, n) for n in _PATHS),
+        }
+    )
+    _types.append(found)
+    return found
+
+
+class RefusedValue(Exception):
+    """What a child sent is not a value the caller accepts (class, size or depth)."""

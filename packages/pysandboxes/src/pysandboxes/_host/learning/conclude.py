@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from pysandboxes._host.learning.rules import Learned
+    from pysandboxes._wire.events import Event
 
 #: The most the trusted side keeps of what a learning run sends.
 MAX_BYTES = 64 << 20
@@ -76,12 +77,17 @@ class Summary:
     unwritten: tuple[str, ...] = ()
 
 
-def conclude(plan: Plan, chunks: list[bytes], *, refusal: str = "") -> Summary | None:
+def conclude(
+    plan: Plan, chunks: list[bytes], seen: Sequence[Event] = (), *, refusal: str = ""
+) -> Summary | None:
     """Write the learned rules; return the summary. Report, never raise: the waiter
     must still end as the program ended, and remove its temporary directory.
-    ``refusal``: why nothing may be written (the rules are then only shown)."""
+
+    ``seen``: events the trusted side observed itself (partial mode's results); the
+    program's events of the same family are forged and dropped. ``refusal``: why nothing
+    may be written (the rules are then only shown)."""
     try:
-        return _conclude(plan, chunks, refusal)
+        return _conclude(plan, chunks, seen, refusal)
     except Exception as exc:  # a bug here must not cost the program's exit status
         # The failure may come after the file was written: say so.
         print(
@@ -108,12 +114,13 @@ def show(summary: Summary, renderer: str = "") -> None:
         print(line, file=sys.stderr)
 
 
-def _conclude(plan: Plan, chunks: list[bytes], refusal: str) -> Summary:
+def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: str) -> Summary:
     sys.path[:0] = [p for p in plan.path if p not in sys.path]
     from pysandboxes._host.learning.rules import Context, drop_contradictions, learn
     from pysandboxes._wire.codec import decode_events
 
     events, dropped = decode_events(chunks)
+    events = [e for e in events if e.family != "result"] + list(seen)
     context = Context(
         os.path.dirname(plan.output),
         plan.cwd,

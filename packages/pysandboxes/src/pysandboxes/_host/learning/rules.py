@@ -132,6 +132,7 @@ def learn(events: Iterable[Event], context: Context) -> Learned:
     _net(out, [e for e in ordered if e.family == "net"])
     _imports(out, [e for e in ordered if e.family == "import"])
     _calls(out, [e for e in ordered if e.family == "call"])
+    _results(out, [e for e in ordered if e.family == "result"])
     skipped = list(out.skipped)
     if out.secrets:
         skipped.append(
@@ -352,6 +353,18 @@ def _calls(out: _Out, events: Sequence[Event]) -> None:
             continue
         group = f"⚠ {category}" if category in DANGEROUS_CATEGORIES else category
         out.add("call", "api", f"python-api=ALLOW:{name}", "called by", event.where, group)
+
+
+def _results(out: _Out, events: Sequence[Event]) -> None:
+    """Partial mode's results that held objects: objects mode, and the classes that are
+    not the application's own by name (the trusted side saw them; see ``_host.partial``)."""
+    if not events:
+        return
+    out.add("result", "remote_result", "remote-result-mode=objects", "returned by", events[0].where)
+    for event in sorted(events, key=lambda e: e.name):
+        if event.access == "named" and _QUALNAME.fullmatch(event.name) and "." in event.name:
+            line = f"remote-result-class={event.name}"
+            out.add("result", "remote_result", line, "returned by", event.where)
 
 
 _DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*):-[^}$]*\}")

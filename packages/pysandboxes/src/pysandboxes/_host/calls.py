@@ -1,0 +1,193 @@
+"""Partial mode, the trusted side: waiting for one call, its output, its end.
+
+The calling thread (or task) waits for its call's items, writes its output where a
+local call's would go, and decodes the reply itself. A call past its timeout, or whose
+waiting task is cancelled (or whose thread gets ^C), is cancelled in the child
+(``Child.cancel``): the caller gets ``SandboxTimeout`` (or its ``CancelledError``)
+at once, and the child is replaced if the call cannot be stopped there.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import time
+
+from pysandboxes._wire import frames
+from pysandboxes.errors import RuleResultRefusedError, SandBoxError, SandboxTimeout
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+    from pysandboxes._host.partial import Child
+    from pysandboxes._policy.model import Policy
+
+CRASHED = -1  # a waiter's item: the child ended (payload: the exception)
+TOO_LARGE = -2  # a waiter's item: the reply was over the limit (and dropped)
+#: Items that end a call (the reader forgets its waiter on them).
+FINAL = frozenset({frames.RESULT, frames.RAISED, frames.READY, CRASHED, TOO_LARGE})
+
+
+class Timeout:
+    """A call's timeout and where it comes from, for the message."""
+
+    def __init__(self, seconds: float, source: str) -> None:
+        self.seconds = seconds
+        self.source = source
+
+    def error(self, what: str) -> SandboxTimeout:
+        return SandboxTimeout(
+            f"{what} did not finish within {self.seconds:g} s ({self.source}): it was stopped "
+            "(cancelled in the sandboxed process, or the process replaced when the call could "
+            "not be interrupted)",
+            timeout=self.seconds,
+        )
+
+
+def wait(
+    child: Child,
+    kind: int,
+    call: tuple[Any, ...],
+    decode: Callable[[bytes, tuple[Any, ...]], Any],
+    timeout: Timeout | None = None,
+) -> tuple[bool, Any]:
+    """Send a call and wait for its reply in this thread, writing its output here.
+
+    ``decode`` gets the result's bytes and the call. Returns ``(True, result)``, or
+    ``(False, exception)`` for the caller to raise (so that its traceback goes from the
+    caller's line to the remote frames)."""
+    items: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
+    call_id = child.send_call(kind, call, items)
+    output = Output()
+    deadline = None if timeout is None else time.monotonic() + timeout.seconds
+    try:
+        while True:
+            if deadline is None:
+                item_kind, data = items.get()
+            else:
+                item_kind, data = items.get(timeout=max(0.0, deadline - time.monotonic()))
+            if item_kind in (frames.STDOUT, frames.STDERR):
+                output.write(item_kind, data)
+            elif item_kind in FINAL:
+                output.flush()
+                return outcome(item_kind, data, lambda raw: decode(raw, call), child.spec.policy)
+    except queue.Empty:
+        assert timeout is not None
+        output.flush()
+        # A sync function runs in a thread of the child, which nothing can interrupt:
+        # the next call must not wait behind it, so the child is replaced at once.
+        child.cancel(call_id, stuck=True)
+        return False, timeout.error(f"{call[0]}.{call[1]}")
+    except BaseException:  # ^C while waiting: the call is stopped, not left running
+        child.cancel(call_id, stuck=True)
+        raise
+
+
+async def await_call(
+    child: Child,
+    kind: int,
+    call: tuple[Any, ...],
+    decode: Callable[[bytes, tuple[Any, ...]], Any],
+    limit: Timeout | None = None,
+) -> tuple[bool, Any]:
+    """``wait`` for a coroutine: the reply is awaited on the caller's loop; cancelling
+    the awaiting task cancels the call in the child."""
+    import asyncio
+
+    items: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
+    call_id = child.send_call(kind, call, _TaskWaiter(asyncio.get_running_loop(), items))
+    output = Output()
+    deadline = None if limit is None else time.monotonic() + limit.seconds
+    try:
+        while True:
+            if deadline is None:
+                item_kind, data = await items.get()
+            else:
+                remaining = max(0.0, deadline - time.monotonic())
+                item_kind, data = await asyncio.wait_for(items.get(), remaining)
+            if item_kind in (frames.STDOUT, frames.STDERR):
+                output.write(item_kind, data)
+            elif item_kind in FINAL:
+                output.flush()
+                return outcome(item_kind, data, lambda raw: decode(raw, call), child.spec.policy)
+    except TimeoutError:
+        if limit is None:
+            raise
+        output.flush()
+        child.cancel(call_id)
+        return False, limit.error(f"{call[0]}.{call[1]}")
+    except BaseException:  # the awaiting task was cancelled: so is the call
+        child.cancel(call_id)
+        raise
+
+
+class _TaskWaiter:
+    """A waiter for an async call: items go to the caller's loop, from the reader."""
+
+    def __init__(self, loop: Any, items: Any) -> None:
+        self._loop = loop
+        self._items = items
+
+    def put(self, item: tuple[int, Any]) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
+        except RuntimeError:
+            pass  # the caller's loop is closed: nobody waits any more
+
+
+def outcome(
+    kind: int, data: Any, decode: Callable[[bytes], Any], policy: Policy | None = None
+) -> tuple[bool, Any]:
+    """What a call's final item means for its caller (``policy``: the limits a raised
+    exception may have hit, named in a note)."""
+    if kind == frames.RESULT:
+        try:
+            return True, decode(data)
+        except SandBoxError as refused:
+            return False, refused.with_traceback(None)
+    if kind == frames.READY:
+        return True, None
+    if kind == CRASHED:
+        return False, data
+    if kind == TOO_LARGE:
+        return False, RuleResultRefusedError(
+            "the sandboxed function's reply was larger than sandboxes(result_limit=...) "
+            "and was dropped; return less, or raise the limit"
+        )
+    from pysandboxes._host.remote import rebuild
+    from pysandboxes._wire.codec import RefusedValue, decode_value
+
+    try:
+        description = decode_value(data)
+    except RefusedValue as exc:
+        return False, SandBoxError(f"the sandbox sent an exception that is not values: {exc}")
+    from pysandboxes._host.limits import note
+
+    raised = rebuild(description)
+    note(raised, policy)
+    return False, raised
+
+
+class Output:
+    """A call's output, written where a local call's would go: this thread's streams."""
+
+    def __init__(self) -> None:
+        import codecs
+
+        self._decoders = {
+            frames.STDOUT: codecs.getincrementaldecoder("utf-8")("replace"),
+            frames.STDERR: codecs.getincrementaldecoder("utf-8")("replace"),
+        }
+
+    def write(self, kind: int, data: bytes) -> None:
+        text = self._decoders[kind].decode(bytes(data))
+        if text:
+            (sys.stdout if kind == frames.STDOUT else sys.stderr).write(text)
+
+    def flush(self) -> None:
+        for kind, decoder in self._decoders.items():
+            text = decoder.decode(b"", final=True)
+            if text:
+                (sys.stdout if kind == frames.STDOUT else sys.stderr).write(text)

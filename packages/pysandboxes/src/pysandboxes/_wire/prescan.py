@@ -1,0 +1,333 @@
+"""The shape of a result stream, checked before one object of it is built.
+
+Part of the decoder (``codec``), on the trusted side. Unpickling a hostile stream can
+cost the caller far more than the stream's size before any class is named: ten bytes
+can make the unpickler reserve gigabytes for its memo (``LONG_BINPUT`` with a large
+index), one byte makes an empty list (an 80-fold growth), and a few megabytes nest
+lists a million levels deep. So the opcodes are read first, without building anything,
+and the stream is refused unless:
+
+- every opcode is one the sandboxed side's encoder writes for values (protocol 5,
+  binary): never a class by text (``GLOBAL``, ``INST``, ``OBJ``), never ``BUILD`` or
+  ``NEWOBJ`` (they would set attributes or call ``__new__`` on what the stream names),
+  never the extension registry, out-of-band buffers, or a memo slot of its choosing;
+  persistent ids only for ``remote-result-mode=objects``;
+- the structure it builds stays under the bounds: nesting depth, number of objects and
+  an estimate of the memory they take (what the unpickler would allocate).
+
+Depths are tracked per stack slot and memo entry; a container filled after it was
+remembered can still nest deeper than the estimate, which the walk after loading catches
+(``codec``) once the size bounds have already held.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from pysandboxes._wire.values import RefusedValue
+
+_U4 = struct.Struct("<I").unpack_from
+_U8 = struct.Struct("<Q").unpack_from
+
+
+# Categories of opcodes (one byte each), as plain numbers: the loop below compares them
+# often, and constants cost less than global names. 0: refused.
+_TABLE: dict[bytes, tuple[int, int, int]] = {
+    # opcode: (category, width of its argument or of its length field, bytes it costs)
+    b"\x8c": (2, 1, 56),  # SHORT_BINUNICODE
+    b"C": (2, 1, 40),  # SHORT_BINBYTES
+    b"\x8a": (2, 1, 32),  # LONG1
+    b"\x94": (3, 0, 8),  # MEMOIZE
+    b"K": (1, 1, 0),  # BININT1 (small ints are shared)
+    b"M": (1, 2, 32),  # BININT2
+    b"J": (1, 4, 32),  # BININT
+    b"G": (1, 8, 24),  # BINFLOAT
+    b"N": (1, 0, 0),  # NONE
+    b"\x88": (1, 0, 0),  # NEWTRUE
+    b"\x89": (1, 0, 0),  # NEWFALSE
+    b"(": (8, 0, 0),  # MARK
+    b"]": (4, 0, 64),  # EMPTY_LIST
+    b"}": (4, 0, 72),  # EMPTY_DICT
+    b"\x8f": (4, 0, 216),  # EMPTY_SET
+    b")": (4, 0, 0),  # EMPTY_TUPLE (shared)
+    b"e": (7, 0, 8),  # APPENDS (per item)
+    b"u": (7, 0, 32),  # SETITEMS (per key and per value)
+    b"\x90": (7, 0, 16),  # ADDITEMS (per item)
+    b"a": (5, 1, 8),  # APPEND (one item)
+    b"s": (5, 2, 32),  # SETITEM (a key and a value)
+    b"h": (11, 1, 0),  # BINGET
+    b"j": (11, 4, 0),  # LONG_BINGET
+    b"\x85": (9, 1, 64),  # TUPLE1
+    b"\x86": (9, 2, 72),  # TUPLE2
+    b"\x87": (9, 3, 80),  # TUPLE3
+    b"X": (12, 4, 56),  # BINUNICODE
+    b"\x8d": (12, 8, 56),  # BINUNICODE8
+    b"B": (12, 4, 40),  # BINBYTES
+    b"\x8e": (12, 8, 40),  # BINBYTES8
+    b"\x96": (12, 8, 64),  # BYTEARRAY8
+    b"\x8b": (12, 4, 32),  # LONG4
+    b"\x93": (13, 2, 0),  # STACK_GLOBAL (module and name: a maker)
+    b"R": (14, 2, 64),  # REDUCE (a maker and its arguments)
+    b"\x95": (15, 8, 0),  # FRAME
+    b"t": (10, 0, 56),  # TUPLE (+8 per item)
+    b"\x91": (10, 0, 216),  # FROZENSET (+8 per item)
+    b".": (16, 0, 0),  # STOP
+    b"0": (17, 0, 0),  # POP
+    b"1": (18, 0, 0),  # POP_MARK
+    b"Q": (19, 0, 64),  # BINPERSID
+    b"\x80": (20, 1, 0),  # PROTO
+}
+_CATEGORY = [0] * 256
+_WIDTH = [0] * 256
+_COST = [0] * 256
+for _op, (_category, _width, _cost) in _TABLE.items():
+    _CATEGORY[_op[0]], _WIDTH[_op[0]], _COST[_op[0]] = _category, _width, _cost
+_NAMES = {
+    b"c": "GLOBAL (a class named by text)",
+    b"i": "INST",
+    b"o": "OBJ",
+    b"b": "BUILD (setting the state of what the stream names)",
+    b"\x81": "NEWOBJ",
+    b"\x92": "NEWOBJ_EX",
+    b"\x82": "EXT1 (the extension registry)",
+    b"\x83": "EXT2 (the extension registry)",
+    b"\x84": "EXT4 (the extension registry)",
+    b"p": "PUT (a memo slot chosen by the stream)",
+    b"q": "BINPUT (a memo slot chosen by the stream)",
+    b"r": "LONG_BINPUT (a memo slot chosen by the stream)",
+    b"\x97": "NEXT_BUFFER (an out-of-band buffer)",
+    b"\x98": "READONLY_BUFFER",
+    b"P": "PERSID",
+    b"\x80": "PROTO after the start",
+    b"Q": "a persistent id (objects are not rebuilt in remote-result-mode=values)",
+}
+
+
+def _malformed(why: str, pos: int) -> RefusedValue:
+    return RefusedValue(f"not a valid result stream ({why} at byte {pos})")
+
+
+def prescan(
+    data: bytes | bytearray,
+    *,
+    objects: bool,
+    max_depth: int,
+    max_items: int,
+    max_bytes: int,
+) -> bool:
+    """Refuse ``data`` unless it is a protocol 5 pickle of values within the bounds
+    (see the module docstring); nothing is built. Return whether the value must still
+    be walked once built: it names a class (a maker, whose result is checked then), an
+    object description, or refers twice to a container (whose depth is then known only
+    once it is built). A tree of scalars and containers needs no walk.
+
+    Structural errors the unpickler itself refuses (an item popped from below a mark)
+    are not all checked here: it stops at them, having built no more than counted.
+
+    Raises:
+        RefusedValue: naming the opcode or bound that refused it.
+    """
+    size = len(data)
+    if size < 3 or data[0] != 0x80 or not 2 <= data[1] <= 5:
+        raise _malformed("no pickle protocol 2 to 5 header", 0)
+    try:
+        return _scan(data, size, objects, max_depth, max_items, max_bytes)
+    except (IndexError, ValueError, struct.error):  # no operand, no mark, data past the end
+        raise _malformed("an opcode without its operands", size) from None
+
+
+def _scan(
+    data: bytes | bytearray,
+    size: int,
+    objects: bool,
+    max_depth: int,
+    max_items: int,
+    max_bytes: int,
+) -> bool:
+    stack: list[int] = []  # the nesting depth of what each slot will hold
+    marks: list[int] = []
+    memo: list[int] = []
+    items = 0
+    cost = 0
+    walk = False
+    pos = 2
+    category_of, width_of, cost_of, u4, u8 = _CATEGORY, _WIDTH, _COST, _U4, _U8
+    push, pop = stack.append, stack.pop
+    while pos < size:
+        op = data[pos]
+        category = category_of[op]
+        pos += 1
+        if category == 2:  # a string, bytes or long with a one-byte length
+            length = data[pos]
+            pos += 1 + length
+            push(0)
+            cost += cost_of[op] + length
+        elif category == 3:  # MEMOIZE
+            memo.append(stack[-1])
+        elif category == 11:  # BINGET, LONG_BINGET
+            index = data[pos] if width_of[op] == 1 else u4(data, pos)[0]
+            pos += width_of[op]
+            if index >= len(memo):
+                raise _malformed("a memo entry that was never made", pos)
+            depth = memo[index]
+            walk = walk or depth > 0
+            push(depth)
+        elif category == 1:  # a scalar of fixed size
+            pos += width_of[op]
+            push(0)
+            cost += cost_of[op]
+        elif category == 8:  # MARK
+            marks.append(len(stack))
+        elif category == 4:  # an empty container
+            push(1)
+            items += 1
+            cost += cost_of[op]
+        elif category == 7:  # APPENDS, SETITEMS, ADDITEMS
+            start = marks.pop()
+            members = stack[start:]
+            del stack[start:]
+            if members:
+                depth = max(members) + 1
+                if depth > stack[-1]:
+                    stack[-1] = depth
+                    if depth > max_depth:
+                        raise _too_deep(max_depth)
+                cost += cost_of[op] * len(members)
+        elif category == 5:  # APPEND, SETITEM
+            count = width_of[op]
+            depth = max(stack[-count:]) + 1
+            del stack[-count:]
+            if depth > stack[-1]:
+                stack[-1] = depth
+                if depth > max_depth:
+                    raise _too_deep(max_depth)
+            cost += cost_of[op]
+        elif category == 9:  # TUPLE1, TUPLE2, TUPLE3
+            count = width_of[op]
+            if len(stack) < count:
+                raise IndexError
+            depth = max(stack[-count:]) + 1
+            del stack[-count:]
+            push(depth)
+            items += 1
+            cost += cost_of[op]
+            if depth > max_depth:
+                raise _too_deep(max_depth)
+        elif category == 12:  # a string, bytes or long with a 4 or 8 byte length
+            length = u4(data, pos)[0] if width_of[op] == 4 else u8(data, pos)[0]
+            pos += width_of[op] + length
+            push(0)
+            items += 1
+            cost += cost_of[op] + length
+        elif category in (13, 14):  # STACK_GLOBAL, REDUCE: two items become one
+            if len(stack) < 2:
+                raise IndexError
+            depth = stack[-1] if category == 14 else 0
+            del stack[-2:]
+            push(depth)
+            items += 1
+            cost += cost_of[op]
+            walk = True
+        elif category == 15:  # FRAME: its length only says how the rest is read
+            if u8(data, pos)[0] > size - pos - 8:
+                raise _malformed("a frame longer than the stream", pos)
+            pos += 8
+            continue
+        elif category == 10:  # TUPLE, FROZENSET
+            start = marks.pop()
+            members = stack[start:]
+            del stack[start:]
+            depth = max(members) + 1 if members else 1
+            push(depth)
+            items += 1
+            cost += cost_of[op] + 8 * len(members)
+            if depth > max_depth:
+                raise _too_deep(max_depth)
+        elif category == 16:  # STOP
+            if pos != size or len(stack) != 1 or marks:
+                raise _malformed("STOP before the end, or with items left", pos)
+            return walk
+        elif category == 17:  # POP: an item, or the mark when none is above it
+            if marks and len(stack) == marks[-1]:
+                marks.pop()
+            else:
+                pop()
+        elif category == 18:  # POP_MARK
+            del stack[marks.pop() :]
+        elif category == 19 and objects:  # BINPERSID: an object description, rebuilt
+            if not stack:
+                raise IndexError
+            items += 1
+            cost += cost_of[op]
+            walk = True
+        else:
+            name = _NAMES.get(bytes((op,)), f"opcode {op:#04x}")
+            raise RefusedValue(f"the result stream uses {name}, which values never need")
+        if cost > max_bytes or items > max_items:
+            raise _too_large(cost, max_bytes, items, max_items)
+    raise _malformed("no STOP", pos)
+
+
+def _too_large(cost: int, max_bytes: int, items: int, max_items: int) -> RefusedValue:
+    if items > max_items:
+        return RefusedValue(f"a value of more than {max_items} objects")
+    return RefusedValue(f"a value that would take more than {max_bytes} bytes to rebuild")
+
+
+def _too_deep(max_depth: int) -> RefusedValue:
+    return RefusedValue(f"a value nested deeper than {max_depth} levels")
+
+
+def classes(data: bytes | bytearray, limit: int = 100_000) -> list[tuple[str, str]]:
+    """The ``(module, name)`` pairs a stream names, in order, as far as it can be read
+    (for messages: nothing is built, nothing decoded but the names)."""
+    found: list[tuple[str, str]] = []
+    pushed: list[str | None] = []
+    memo: list[str | None] = []
+    pos, size = 2, len(data)
+    try:
+        for _ in range(limit):
+            if pos >= size:
+                break
+            op = data[pos]
+            category, width = _CATEGORY[op], _WIDTH[op]
+            pos += 1
+            if op in (0x63, 0x69):  # GLOBAL, INST: "module\nname\n"
+                first = data.index(b"\n", pos)
+                second = data.index(b"\n", first + 1)
+                module = bytes(data[pos:first]).decode("ascii", "replace")
+                found.append((module, bytes(data[first + 1 : second]).decode("ascii", "replace")))
+                pos = second + 1
+                pushed.append(None)
+            elif category in (2, 12):
+                length = (
+                    data[pos] if width == 1 else int.from_bytes(data[pos : pos + width], "little")
+                )
+                text = bytes(data[pos + width : pos + width + length])
+                unicode = op in (0x8C, 0x58, 0x8D)
+                pushed.append(text.decode("utf-8", "replace") if unicode else None)
+                pos += width + length
+            elif category == 3:  # MEMOIZE
+                memo.append(pushed[-1] if pushed else None)
+            elif category == 11:  # BINGET, LONG_BINGET
+                index = int.from_bytes(data[pos : pos + width], "little")
+                pushed.append(memo[index] if index < len(memo) else None)
+                pos += width
+            elif category == 13:  # STACK_GLOBAL
+                if len(pushed) >= 2 and pushed[-2] is not None and pushed[-1] is not None:
+                    found.append((str(pushed[-2]), str(pushed[-1])))
+                pushed.append(None)
+            elif category == 15:  # FRAME
+                pos += 8
+            elif category == 16 or (category == 0 and op not in _SKIPPABLE):
+                break
+            else:
+                pos += width if category in (1, 20) else _SKIPPABLE.get(op, 0)
+                pushed.append(None)
+    except (IndexError, ValueError):
+        pass
+    return found
+
+
+#: Refused opcodes with a fixed-size argument, skipped when reading names.
+_SKIPPABLE = {0x62: 0, 0x81: 0, 0x92: 0, 0x71: 1, 0x72: 4, 0x82: 1, 0x83: 2, 0x84: 4}
