@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 
+from pysandboxes._api.partial import active
+from pysandboxes._api.registry import REGISTERED
 from pysandboxes._mode import is_in_sandbox
 
 TYPE_CHECKING = False
@@ -25,9 +27,6 @@ if TYPE_CHECKING:  # typing costs a start-up: the sandboxed interpreter binds th
 _CO_GENERATOR = 0x20
 _CO_COROUTINE = 0x80
 _CO_ASYNC_GENERATOR = 0x200
-
-#: The modules that define ``@sandbox`` functions: the child may import them.
-REGISTERED: dict[str, set[str]] = {}
 
 
 if TYPE_CHECKING:
@@ -100,8 +99,6 @@ def _decorate(
         async def call_async(*args: Any, **kwargs: Any) -> Any:
             if is_in_sandbox():
                 return await function(*args, **kwargs)
-            from pysandboxes._api.partial import active
-
             box = active(profile, module, name)
             done, outcome = await box.acall(module, name, args, kwargs, timeout)
             if done:
@@ -115,8 +112,6 @@ def _decorate(
         def call(*args: Any, **kwargs: Any) -> Any:
             if is_in_sandbox():
                 return function(*args, **kwargs)
-            from pysandboxes._api.partial import active
-
             box = active(profile, module, name)
             done, outcome = box.call(module, name, args, kwargs, timeout)
             if done:

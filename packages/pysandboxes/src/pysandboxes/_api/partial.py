@@ -9,10 +9,10 @@ keeps every right of its own; the functions get the rules' rights only. Several
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 
+from pysandboxes._api.registry import module_files
 from pysandboxes._mode import is_in_sandbox
 from pysandboxes.errors import SandboxCrashed, SandBoxError
 
@@ -177,7 +177,7 @@ class sandboxes:
         child = Child(
             request,
             env=os.environ if self.envs is None else self.envs,
-            modules=_module_files(),
+            modules=module_files(),
             workers=self.workers,
             result_limit=self.result_limit,
             grace=self.grace,
@@ -305,44 +305,6 @@ def _importable(function: Callable[..., Any], what: str) -> None:
             f"{what} must be a function at the top level of an importable module (the "
             f"sandbox finds it by name), not {module}.{name}"
         )
-
-
-def _module_files() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
-    """The files of the modules defining ``@sandbox`` functions (and of their packages),
-    the directories of the search path they are found in, and their names."""
-    from pysandboxes._policy.view import module_files
-
-    files: list[str] = []
-    roots: list[str] = []
-    for name, root in _registered_roots():
-        found = [f for f in module_files(name, [root]) if not f.endswith("__main__.py")]
-        files += [f for f in found if f not in files]
-        if root not in roots:
-            roots.append(root)
-    names = tuple(name for name, _ in _registered_roots())
-    return tuple(files), tuple(roots), names
-
-
-def module_roots() -> list[str]:
-    """The search-path directories the ``@sandbox`` modules were imported from."""
-    return sorted({root for _, root in _registered_roots()})
-
-
-def _registered_roots() -> list[tuple[str, str]]:
-    from pysandboxes._api.decorator import REGISTERED
-
-    found: list[tuple[str, str]] = []
-    for name in sorted(REGISTERED):
-        source = getattr(sys.modules.get(name), "__file__", None)
-        if not isinstance(source, str):
-            continue
-        root = os.path.realpath(source)
-        for _ in name.split("."):
-            root = os.path.dirname(root)
-        if os.path.basename(source) == "__init__.py":
-            root = os.path.dirname(root)
-        found.append((name, root))
-    return found
 
 
 # A crashed child is replaced for the next call (its calls in flight failed, none is sent

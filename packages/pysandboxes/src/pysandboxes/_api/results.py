@@ -134,7 +134,7 @@ def _lookup(module: object, qualname: str) -> type | None:
 def _application_dirs() -> tuple[str, ...]:
     """Where the application's own modules are: the main script's directory, and the
     search-path directories its ``@sandbox`` modules were imported from."""
-    from pysandboxes._api.partial import module_roots
+    from pysandboxes._api.registry import module_roots
 
     main = getattr(sys.modules.get("__main__"), "__file__", None)
     places = [os.path.dirname(os.path.realpath(main))] if isinstance(main, str) else []

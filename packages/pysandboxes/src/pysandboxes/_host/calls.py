@@ -13,6 +13,7 @@ import queue
 import sys
 import time
 
+from pysandboxes._host.partial import CRASHED, FINAL, TOO_LARGE
 from pysandboxes._wire import frames
 from pysandboxes.errors import RuleResultRefusedError, SandBoxError, SandboxTimeout
 
@@ -23,11 +24,6 @@ if TYPE_CHECKING:
 
     from pysandboxes._host.partial import Child
     from pysandboxes._policy.model import Policy
-
-CRASHED = -1  # a waiter's item: the child ended (payload: the exception)
-TOO_LARGE = -2  # a waiter's item: the reply was over the limit (and dropped)
-#: Items that end a call (the reader forgets its waiter on them).
-FINAL = frozenset({frames.RESULT, frames.RAISED, frames.READY, CRASHED, TOO_LARGE})
 
 
 class Timeout:

@@ -24,7 +24,6 @@ import socket
 import sys
 import threading
 
-from pysandboxes._host.calls import CRASHED, FINAL, TOO_LARGE
 from pysandboxes._host.lifeline import Lifeline, Tail, kill_group, reap
 from pysandboxes._wire import frames
 from pysandboxes.errors import SandboxCrashed, SandBoxError
@@ -42,6 +41,12 @@ _START_TIMEOUT = 60.0
 _SPAWNING = threading.Lock()
 #: How long a cancelled call may take to end in the child before the child is replaced.
 CANCEL_GRACE = 1.0
+
+
+CRASHED = -1  # a waiter's item: the child ended (payload: the exception)
+TOO_LARGE = -2  # a waiter's item: the reply was over the limit (and dropped)
+#: Items that end a call (the reader forgets its waiter on them).
+FINAL = frozenset({frames.RESULT, frames.RAISED, frames.READY, CRASHED, TOO_LARGE})
 
 
 class Child:

@@ -227,7 +227,7 @@ def for_run(
     file, but the directory holding it may be renamed away and made again, a new rule
     file in it (and no mount namespace may be had on this host).
     """
-    from pysandboxes._policy.view import within
+    from pysandboxes._policy.pathnames import within
 
     files = [*policy.rule_files]
     files += [policy.learn.value] if policy.learn is not None else []

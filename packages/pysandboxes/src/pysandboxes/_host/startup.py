@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pysandboxes._policy.view import within
+from pysandboxes._policy.pathnames import within
 from pysandboxes.errors import ConfigIssue, ConfigRefusedError
 
 TYPE_CHECKING = False

@@ -166,7 +166,7 @@ def rule_files_inside(policy: Policy, write: Iterable[str]) -> tuple[str, ...]:
     writable path: what the sandbox could rewrite for its next run."""
     import os
 
-    from pysandboxes._policy.view import within
+    from pysandboxes._policy.pathnames import within
 
     places = [os.path.realpath(path) for path in write]
     files = [*policy.rule_files, *([policy.learn.value] if policy.learn is not None else [])]

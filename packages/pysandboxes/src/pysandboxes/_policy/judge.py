@@ -12,6 +12,7 @@ import sys
 
 from pysandboxes._policy.globs import compile_ignore
 from pysandboxes._policy.model import Access, Verdict
+from pysandboxes._policy.pathnames import within
 from pysandboxes._policy.registry import SENSITIVE_FUNCTIONS
 
 TYPE_CHECKING = False
@@ -84,8 +85,7 @@ class FileJudge:
         known = self._stable.get(rule.path)
         if known is None:
             known = not rule.writable and not any(
-                rule.path == root or rule.path.startswith(root.rstrip("/") + "/")
-                for root in self._writable
+                within(rule.path, root) for root in self._writable
             )
             self._stable[rule.path] = known
         return known

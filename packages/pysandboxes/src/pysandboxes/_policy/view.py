@@ -15,6 +15,7 @@ import os
 import sys
 
 from pysandboxes._policy.model import ExposeRule, Origin
+from pysandboxes._policy.pathnames import within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,11 +75,6 @@ def _search_roots(search: Sequence[str] | None) -> tuple[list[str], list[str]]:
             continue
         added.append(real)
     return trees, added
-
-
-def within(path: str, place: str) -> bool:
-    """Whether ``path`` is ``place`` or lies inside it (both as written)."""
-    return path == place or path.startswith(place.rstrip("/") + "/")
 
 
 def importable_entries(root: str) -> list[str]:

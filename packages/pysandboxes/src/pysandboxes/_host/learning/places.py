@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import os
 
-from pysandboxes._policy.view import within
+from pysandboxes._policy.pathnames import within
 from pysandboxes._record import record
 
 
