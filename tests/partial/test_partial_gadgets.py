@@ -72,7 +72,8 @@ NAMED = {
     "operator_methodcaller_chain": "operator.methodcaller",
     "typing_get_type_hints": "typing.get_type_hints",
     "zipfile_zipfile": "zipfile.ZipFile",
-    "pathlib_write_text": "pathlib.Path.write_text",
+    # pathlib's classes live in pathlib._local from 3.13: the name pickle writes.
+    "pathlib_write_text": Path.write_text.__module__ + ".Path.write_text",
     "socket_create_connection": "socket.create_connection",
     "pickle_loads_nested": "_pickle.loads",
     "nested_in_containers": "posix.system",
