@@ -120,4 +120,6 @@ def _decorate(
 
         wrapper = call
     wrapper.__pysandboxes_sandbox__ = True
+    wrapper.__pysandboxes_profile__ = profile
+    wrapper.__pysandboxes_timeout__ = timeout
     return wrapper

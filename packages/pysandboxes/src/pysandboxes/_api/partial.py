@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterable, Mapping
     from types import TracebackType
-    from typing import Any, Self, TypeVar
+    from typing import Any, Self, TextIO, TypeVar
 
     from pysandboxes._host.calls import Timeout
     from pysandboxes._host.partial import Child
@@ -256,14 +256,17 @@ class sandboxes:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         seconds: float | None = None,
+        streams: tuple[TextIO, TextIO] | None = None,
     ) -> tuple[bool, Any]:
-        """``call`` for an async function: awaited on the caller's loop; cancelling the
-        awaiting task cancels the call."""
+        """``call`` awaited on the caller's loop (a sync function too: it runs in the
+        child's threads); cancelling the awaiting task cancels the call. ``streams``: where
+        its output goes instead of ``sys.stdout``/``sys.stderr``."""
         from pysandboxes._host.calls import await_call
 
         child = self._running()
         limit = self._timeout(child, seconds)
-        return await await_call(child, _CALL, (module, name, args, kwargs), self._decode, limit)
+        call = (module, name, args, kwargs)
+        return await await_call(child, _CALL, call, self._decode, limit, streams)
 
 
 def run(main: Awaitable[T], **options: Any) -> T:

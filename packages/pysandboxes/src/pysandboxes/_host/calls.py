@@ -20,7 +20,7 @@ from pysandboxes.errors import RuleResultRefusedError, SandBoxError, SandboxTime
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+    from typing import Any, TextIO
 
     from pysandboxes._host.partial import Child
     from pysandboxes._policy.model import Policy
@@ -87,14 +87,16 @@ async def await_call(
     call: tuple[Any, ...],
     decode: Callable[[bytes, tuple[Any, ...]], Any],
     limit: Timeout | None = None,
+    streams: tuple[TextIO, TextIO] | None = None,
 ) -> tuple[bool, Any]:
     """``wait`` for a coroutine: the reply is awaited on the caller's loop; cancelling
-    the awaiting task cancels the call in the child."""
+    the awaiting task cancels the call in the child. ``streams``: where the call's
+    output goes instead of ``sys.stdout``/``sys.stderr`` (a stdio server's stderr)."""
     import asyncio
 
     items: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
     call_id = child.send_call(kind, call, _TaskWaiter(asyncio.get_running_loop(), items))
-    output = Output()
+    output = Output(streams)
     deadline = None if limit is None else time.monotonic() + limit.seconds
     try:
         while True:
@@ -167,11 +169,13 @@ def outcome(
 
 
 class Output:
-    """A call's output, written where a local call's would go: this thread's streams."""
+    """A call's output, written where a local call's would go: this thread's streams,
+    or the ``(stdout, stderr)`` given."""
 
-    def __init__(self) -> None:
+    def __init__(self, streams: tuple[TextIO, TextIO] | None = None) -> None:
         import codecs
 
+        self._streams = streams
         self._decoders = {
             frames.STDOUT: codecs.getincrementaldecoder("utf-8")("replace"),
             frames.STDERR: codecs.getincrementaldecoder("utf-8")("replace"),
@@ -180,10 +184,15 @@ class Output:
     def write(self, kind: int, data: bytes) -> None:
         text = self._decoders[kind].decode(bytes(data))
         if text:
-            (sys.stdout if kind == frames.STDOUT else sys.stderr).write(text)
+            self._stream(kind).write(text)
 
     def flush(self) -> None:
         for kind, decoder in self._decoders.items():
             text = decoder.decode(b"", final=True)
             if text:
-                (sys.stdout if kind == frames.STDOUT else sys.stderr).write(text)
+                self._stream(kind).write(text)
+
+    def _stream(self, kind: int) -> TextIO:
+        if self._streams is not None:
+            return self._streams[0 if kind == frames.STDOUT else 1]
+        return sys.stdout if kind == frames.STDOUT else sys.stderr

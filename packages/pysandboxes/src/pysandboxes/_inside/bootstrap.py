@@ -157,6 +157,7 @@ _PUBLIC = frozenset(
     {
         "pysandboxes",
         "pysandboxes.errors",
+        "pysandboxes.mcp",  # the MCP helper: public names only, and the SDK's
         "pysandboxes._mode",
         "pysandboxes._record",
         "pysandboxes._version",

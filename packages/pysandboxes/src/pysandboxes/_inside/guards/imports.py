@@ -54,7 +54,7 @@ EVENT = "pysandboxes.import"
 
 
 #: The modules of the sandbox the program may import; the others are its own (_private).
-_PUBLIC = frozenset({"pysandboxes", "pysandboxes.errors"})
+_PUBLIC = frozenset({"pysandboxes", "pysandboxes.errors", "pysandboxes.mcp"})
 
 
 def _private(module: str) -> bool:
@@ -145,7 +145,9 @@ class ImportGuard:
         if known is None:
             if len(self._allowed) > 8192:
                 self._allowed.clear()
-            allowed = not _private(module) and self._judge.judge(module).allowed
+            allowed = module in _PUBLIC or (
+                not _private(module) and self._judge.judge(module).allowed
+            )
             known = self._allowed[module] = allowed
         return known
 
@@ -154,8 +156,8 @@ class ImportGuard:
             self._enforcer.refuse_import(
                 module,
                 f"Importing {module} is refused by the import guard: it is the sandbox's "
-                "own code, which no rule lets the program use (pysandboxes and "
-                "pysandboxes.errors are its public modules).",
+                "own code, which no rule lets the program use (pysandboxes, "
+                "pysandboxes.errors and pysandboxes.mcp are its public modules).",
             )
             return
         shown = module if module == top else f"{module} (top-level module {top})"
