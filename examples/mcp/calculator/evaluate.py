@@ -105,7 +105,7 @@ def _assign(target: ast.expr, value: object, names: dict[str, object]) -> None:
         raise CalculationError(f"cannot assign to {ast.unparse(target)!r}")
 
 
-def _eval(node: ast.expr, names: dict[str, object]) -> object:  # noqa: PLR0911
+def _eval(node: ast.expr, names: dict[str, object]) -> object:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Name):
@@ -139,7 +139,8 @@ def _eval(node: ast.expr, names: dict[str, object]) -> object:  # noqa: PLR0911
         items = [_eval(element, names) for element in node.elts]
         return {ast.Tuple: tuple, ast.List: list, ast.Set: set}[type(node)](items)
     if isinstance(node, ast.Dict) and None not in node.keys:
-        return {_eval(k, names): _eval(v, names) for k, v in zip(node.keys, node.values)}  # type: ignore[arg-type]
+        pairs = zip(node.keys, node.values, strict=True)
+        return {_eval(k, names): _eval(v, names) for k, v in pairs}  # type: ignore[arg-type]
     if isinstance(node, ast.Subscript):
         return _eval(node.value, names)[_eval(node.slice, names)]  # type: ignore[index]
     if isinstance(node, ast.Slice):

@@ -7,9 +7,9 @@ evaluate.py's walker, limited to sympy, math, fractions and decimal (numpy and s
 where installed).
 """
 
+import evaluate
 from mcp.server.mcpserver import MCPServer
 
-import evaluate
 from pysandboxes.mcp import sandboxed_tool
 
 server = MCPServer("calculator")

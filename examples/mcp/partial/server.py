@@ -8,10 +8,10 @@ in sandboxed children that never see it: fetch_url may reach only the hosts
 import os
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
-
 import arithmetic
 import fetching
+from mcp.server.mcpserver import MCPServer
+
 from pysandboxes import sandboxes
 from pysandboxes.mcp import sandboxed_tool
 

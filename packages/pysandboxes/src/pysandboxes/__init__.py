@@ -56,6 +56,14 @@ from pysandboxes.errors import SandBoxError as SandBoxError
 from pysandboxes.errors import SandboxTimeout as SandboxTimeout
 from pysandboxes.errors import sandbox_denials as sandbox_denials
 
+
+def load_ipython_extension(ipython: object) -> None:
+    """``%load_ext pysandboxes``: the ``%%sandbox`` magics (see pysandboxes.notebook)."""
+    from pysandboxes.notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
 __all__ = [
     "ConfigRefusedError",
     "ConfigSyntaxError",

@@ -79,6 +79,7 @@ def sandboxed_tool(
 
     def decorate(function: F) -> F:
         given: Any = function
+        sandboxed: Any
         if getattr(given, "__pysandboxes_sandbox__", False):  # @sandbox already: its own
             sandboxed, original = given, given.__wrapped__  # profile and timeout apply
             box_profile = given.__pysandboxes_profile__ if profile is None else profile
@@ -89,6 +90,7 @@ def sandboxed_tool(
             sandboxed = sandbox(profile=profile, timeout=timeout)(function)
             original, box_profile, seconds = function, profile, timeout
         module, name = str(original.__module__), str(original.__qualname__)
+        is_async = bool(getattr(original, "__code__", None) and original.__code__.co_flags & 0x80)
 
         async def tool(*args: Any, **kwargs: Any) -> Any:
             if is_in_sandbox():  # python-sb: the whole server is sandboxed already
@@ -101,7 +103,9 @@ def sandboxed_tool(
                 except SandBoxError as exc:
                     raise tool_error(str(exc)) from None
                 streams = (sys.stderr, sys.stderr)  # standard output is the protocol's
-                done, outcome = await box.acall(module, name, args, kwargs, seconds, streams)
+                done, outcome = await box.acall(
+                    module, name, args, kwargs, seconds, streams, sync=not is_async
+                )
             if done:
                 return outcome
             raise _reported(outcome, name) from None
@@ -110,7 +114,8 @@ def sandboxed_tool(
             setattr(tool, attribute, getattr(original, attribute, None))
         tool.__signature__ = _signature(original)  # type: ignore[attr-defined]
         server.add_tool(tool, **tool_options)
-        return sandboxed
+        kept: F = sandboxed
+        return kept
 
     return decorate
 
@@ -118,14 +123,14 @@ def sandboxed_tool(
 def tool_error(message: str) -> Exception:
     """The SDK's ``ToolError`` (mcp 2's, else mcp 1.x's): the client reads its message
     as the tool's failure, and the server goes on."""
-    try:
-        from mcp.server.mcpserver.exceptions import ToolError
-    except ImportError:
-        from mcp.server.fastmcp.exceptions import (  # type: ignore[import-not-found, no-redef]
-            ToolError,  # pyright: ignore[reportMissingImports, reportUnknownVariableType]
-        )
-    error: Exception = ToolError(message)  # pyright: ignore[reportUnknownVariableType]
-    return error
+    for where in ("mcp.server.mcpserver.exceptions", "mcp.server.fastmcp.exceptions"):
+        try:
+            module: Any = __import__(where, fromlist=["ToolError"])
+        except ImportError:  # mcp 2 has the first, mcp 1.x the second
+            continue
+        error: Exception = module.ToolError(message)
+        return error
+    return RuntimeError(message)  # no SDK: the caller is not a server
 
 
 def _reported(raised: BaseException, name: str) -> BaseException:
@@ -159,7 +164,7 @@ async def _inline(
     function: Callable[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
-    timeout: float | None,
+    seconds: float | None,
     name: str,
 ) -> tuple[bool, Any]:
     """Run the function here (under python-sb), its prints on standard error. A sync
@@ -174,10 +179,11 @@ async def _inline(
             return await asyncio.to_thread(function, *args, **kwargs)
 
     try:
-        return True, await asyncio.wait_for(call(), timeout)
+        return True, await asyncio.wait_for(call(), seconds)
     except TimeoutError:
-        message = f"{name} did not finish within {timeout:g} s (sandboxed_tool(timeout=...))"
-        return False, SandboxTimeout(message, timeout=timeout)
+        limit = seconds or 0.0
+        message = f"{name} did not finish within {limit:g} s (sandboxed_tool(timeout=...))"
+        return False, SandboxTimeout(message, timeout=limit)
     except Exception as exc:
         return False, exc
 
@@ -198,6 +204,7 @@ _redirected: list[Any] = []  # the standard output saved, once per inline call r
 def _stdout_to_stderr() -> Any:
     """``sys.stdout`` points at ``sys.stderr`` while any inline call runs (the calls
     start and end on the event loop's thread: no lock is needed)."""
+
     @_loaded("contextlib").contextmanager
     def redirect() -> Iterator[None]:
         _redirected.append(sys.stdout if not _redirected else _redirected[0])

@@ -257,16 +257,18 @@ class sandboxes:
         kwargs: dict[str, Any],
         seconds: float | None = None,
         streams: tuple[TextIO, TextIO] | None = None,
+        sync: bool = False,
     ) -> tuple[bool, Any]:
-        """``call`` awaited on the caller's loop (a sync function too: it runs in the
-        child's threads); cancelling the awaiting task cancels the call. ``streams``: where
-        its output goes instead of ``sys.stdout``/``sys.stderr``."""
+        """``call`` awaited on the caller's loop; cancelling the awaiting task cancels the
+        call. ``streams``: where its output goes instead of ``sys.stdout``/``sys.stderr``;
+        ``sync``: a sync function (it runs in the child's threads, and a call stopped
+        there replaces the child at once)."""
         from pysandboxes._host.calls import await_call
 
         child = self._running()
         limit = self._timeout(child, seconds)
         call = (module, name, args, kwargs)
-        return await await_call(child, _CALL, call, self._decode, limit, streams)
+        return await await_call(child, _CALL, call, self._decode, limit, streams, sync)
 
 
 def run(main: Awaitable[T], **options: Any) -> T:

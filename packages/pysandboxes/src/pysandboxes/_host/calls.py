@@ -88,10 +88,13 @@ async def await_call(
     decode: Callable[[bytes, tuple[Any, ...]], Any],
     limit: Timeout | None = None,
     streams: tuple[TextIO, TextIO] | None = None,
+    sync: bool = False,
 ) -> tuple[bool, Any]:
     """``wait`` for a coroutine: the reply is awaited on the caller's loop; cancelling
     the awaiting task cancels the call in the child. ``streams``: where the call's
-    output goes instead of ``sys.stdout``/``sys.stderr`` (a stdio server's stderr)."""
+    output goes instead of ``sys.stdout``/``sys.stderr`` (a stdio server's stderr).
+    ``sync``: the function is a sync one, which nothing stops but replacing the child
+    (at once, as ``wait`` does: the next call must not queue behind it)."""
     import asyncio
 
     items: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
@@ -114,10 +117,10 @@ async def await_call(
         if limit is None:
             raise
         output.flush()
-        child.cancel(call_id)
+        child.cancel(call_id, stuck=sync)
         return False, limit.error(f"{call[0]}.{call[1]}")
     except BaseException:  # the awaiting task was cancelled: so is the call
-        child.cancel(call_id)
+        child.cancel(call_id, stuck=sync)
         raise
 
 

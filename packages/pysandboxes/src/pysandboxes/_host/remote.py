@@ -114,7 +114,7 @@ def _remote(
         except TypeError:  # a base whose layout cannot be combined
             made = type(name, (errors.RemoteError,), namespace)
         kind = _remote_classes[key] = made
-    exc: Any = Exception.__new__(kind)
+    exc: Any = kind.__new__(kind)  # OSError and its kin refuse Exception.__new__
     exc.args = args
     exc.remote_class = f"{module}.{qualname}"
     exc.remote_args = args

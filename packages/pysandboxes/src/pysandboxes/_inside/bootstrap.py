@@ -157,7 +157,8 @@ _PUBLIC = frozenset(
     {
         "pysandboxes",
         "pysandboxes.errors",
-        "pysandboxes.mcp",  # the MCP helper: public names only, and the SDK's
+        "pysandboxes.mcp",  # the integrations: public names only
+        "pysandboxes.notebook",
         "pysandboxes._mode",
         "pysandboxes._record",
         "pysandboxes._version",

@@ -54,7 +54,9 @@ EVENT = "pysandboxes.import"
 
 
 #: The modules of the sandbox the program may import; the others are its own (_private).
-_PUBLIC = frozenset({"pysandboxes", "pysandboxes.errors", "pysandboxes.mcp"})
+_PUBLIC = frozenset(
+    {"pysandboxes", "pysandboxes.errors", "pysandboxes.mcp", "pysandboxes.notebook"}
+)
 
 
 def _private(module: str) -> bool:
@@ -156,8 +158,8 @@ class ImportGuard:
             self._enforcer.refuse_import(
                 module,
                 f"Importing {module} is refused by the import guard: it is the sandbox's "
-                "own code, which no rule lets the program use (pysandboxes, "
-                "pysandboxes.errors and pysandboxes.mcp are its public modules).",
+                "own code, which no rule lets the program use (pysandboxes, its "
+                "errors, mcp and notebook are its public modules).",
             )
             return
         shown = module if module == top else f"{module} (top-level module {top})"

@@ -1,0 +1,61 @@
+"""`%load_ext pysandboxes` in a real Jupyter kernel (ipykernel, driven by nbclient)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+
+def cell_outputs(cell: object) -> str:
+    outputs = getattr(cell, "outputs", [])
+    return "".join(
+        str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs
+    )
+
+
+def test_a_sandboxed_cell_reads_its_file_is_refused_another_and_the_notebook_goes_on(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "allowed.txt").write_text("the allowed text\n")
+    (tmp_path / "secret.txt").write_text("TOKEN-9f2\n")
+    # A sandboxed cell is code compiled at run time: the rules grant that, and one file.
+    (tmp_path / ".py-sandboxes").write_text(
+        "expose-ro=./allowed.txt\npython-api=ALLOW:dynamic-code\n"
+    )
+    # Control: the kernel itself reads the secret.
+    cells = [
+        "%load_ext pysandboxes",
+        "print(open('secret.txt').read().strip())",
+        "%%sandbox\nopen('allowed.txt').read().strip()",
+        "%%sandbox\nopen('secret.txt').read()",
+        "%%sandbox\nimport os\nprint('token seen:', os.environ.get('NB_TOKEN'))",
+        "print('still running')",
+    ]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    os.environ["NB_TOKEN"] = "tok-kernel-only"
+    try:
+        client = nbclient.NotebookClient(
+            notebook,
+            timeout=120,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(tmp_path)}},
+        )
+        client.km_kwargs = {
+            "kernel_cmd": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+        }  # type: ignore[attr-defined]
+        client.execute()
+    finally:
+        del os.environ["NB_TOKEN"]
+    shown = [cell_outputs(cell) for cell in notebook.cells]
+    assert "TOKEN-9f2" in shown[1]  # the kernel has every right
+    assert "the allowed text" in shown[2]
+    assert "TOKEN-9f2" not in shown[3]
+    assert "Reading 'secret.txt'" in shown[3] and "Add 'expose-ro=./secret.txt'" in shown[3]
+    assert "token seen: None" in shown[4] or "python-import=os" in shown[4]
+    assert "still running" in shown[5]
