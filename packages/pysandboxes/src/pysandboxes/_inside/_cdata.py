@@ -11,12 +11,15 @@ from __future__ import annotations
 import struct as _struct
 import sys as _sys
 
+#: What the stand-in module takes from here (the private names are ctypes' own).
+__all__ = ["ARRAY", "Array", "Structure", "Union", "_CData", "_Pointer", "_SimpleCData"]
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
 #: The C types held by reference: their values live beside the bytes, never read from them.
-_REFERENCES = frozenset("zZOP")
+_REFERENCES = frozenset("zZO")
 _CODES = "cbBhHiIlLqQfdg?uzZPOnNv"
 
 
@@ -37,6 +40,20 @@ def _size(code: str) -> int:
     if code in "guv":
         return {"g": 16, "u": 4, "v": 2}[code]
     return _struct.calcsize("@" + ("P" if code in _REFERENCES else code))
+
+
+def _blank(kind: Any) -> Any:
+    """An instance of ``kind`` not yet initialised."""
+    return object.__new__(kind)
+
+
+def _held(made: Any) -> Any:
+    """The object a reference holds; its bytes set without one (a union's other field,
+    ``from_buffer_copy``, a buffer written) would be an address: refused."""
+    found = made._objects.get(made._o_)
+    if found is None and any(made._b_[made._o_ : made._o_ + _size("P")]):
+        return _native("address")
+    return found
 
 
 class _CDataType(type):
@@ -65,7 +82,7 @@ class _CDataType(type):
             raise ValueError(
                 f"Buffer size too small ({len(data)} instead of at least {cls._size_} bytes)"
             )
-        made = cls.__new__(cls)
+        made = _blank(cls)
         _CData.__init__(made)
         made._b_[:] = data
         return made
@@ -92,7 +109,7 @@ class _CData(metaclass=_CDataType):
         self._objects: dict[int, object] = {}
 
     def _view(self, offset: int, kind: type) -> Any:
-        made = kind.__new__(kind)
+        made = _blank(kind)
         made._b_, made._o_, made._objects = self._b_, self._o_ + offset, self._objects
         return made
 
@@ -104,7 +121,8 @@ class _CData(metaclass=_CDataType):
 
 
 def _format(cls: Any) -> str:
-    code = "h" if cls._type_ == "v" else cls._type_
+    code = str(cls._type_)
+    code = {"v": "h", "P": "N"}.get(code, code)
     if code == "?":
         return "@?"
     order = getattr(cls, "_order_", "@")
@@ -142,12 +160,12 @@ class _SimpleCData(_CData):
     @property
     def value(self) -> Any:
         code = type(self)._type_
-        if code in _REFERENCES or code == "u":
-            return self._objects.get(self._o_, "\0" if code == "u" else None)
-        if code == "g":
-            return self._objects.get(self._o_, 0.0)
-        data = self._bytes()
-        return _struct.unpack(_format(type(self)), data)[0]
+        if code in _REFERENCES:
+            return _held(self)
+        if code in "ug":
+            return self._objects.get(self._o_, "\0" if code == "u" else 0.0)
+        found = _struct.unpack(_format(type(self)), self._bytes())[0]
+        return found or None if code == "P" else found
 
     @value.setter
     def value(self, value: object) -> None:
@@ -155,14 +173,16 @@ class _SimpleCData(_CData):
         if code in "zZ" and type(value) is int:
             _native("address")  # a char* made from a number reads memory by address
         if code in _REFERENCES or code in "ug":
-            self._objects[self._o_] = int(value) if code == "P" and value is not None else value  # type: ignore[call-overload]
+            self._objects[self._o_] = value
             return
+        if code == "P" and value is None:
+            value = 0
         if code == "c" and type(value) is int:
             value = bytes([value])
-        if code in "bBhHiIlLqQnN":
+        if code in "bBhHiIlLqQnNP":
             bits = 8 * type(self)._size_
             value = int(value) & ((1 << bits) - 1)  # type: ignore[call-overload]
-            if code in "bhilqn" and value >> (bits - 1):
+            if code in "bhilqn" and value >> (bits - 1):  # signed
                 value -= 1 << bits
         self._b_[self._o_ : self._o_ + type(self)._size_] = _struct.pack(_format(type(self)), value)
 
@@ -181,7 +201,7 @@ def _lay_out(cls: Any, fields: list[tuple[Any, ...]]) -> None:
     offset = size = 0
     align = 1
     base = cls.__mro__[1]
-    if not union and isinstance(base, _CDataType) and base not in (Structure, _CData):
+    if not union and base is not Structure and issubclass(base, Structure):
         offset = size = base._size_
         align = base._align_
     for field in fields:
@@ -321,7 +341,7 @@ def ARRAY(kind: Any, length: int) -> type[Array]:
     if type(length) is not int or length < 0:
         raise ValueError("Array length must be >= 0")
     name = f"{kind.__name__}_Array_{length}"
-    return type(Array)(
+    return _CDataType(
         name,
         (Array,),
         {
@@ -345,7 +365,7 @@ class _Pointer(_CData):
 
     @property
     def contents(self) -> Any:
-        target = self._objects.get(self._o_)
+        target = _held(self)
         if target is None:
             raise ValueError("NULL pointer access")
         if target is _ADDRESS:
@@ -372,19 +392,4 @@ class _Pointer(_CData):
             _native("pointer index")
 
     def __bool__(self) -> bool:
-        return self._objects.get(self._o_) is not None
-
-
-_pointer_type_cache: dict[Any, type[_Pointer]] = {}
-
-
-def POINTER(kind: Any) -> type[_Pointer]:
-    made = _pointer_type_cache.get(kind)
-    if made is None:
-        name = f"LP_{kind.__name__}" if isinstance(kind, type) else f"LP_{kind}"
-        made = _pointer_type_cache[kind] = type(_Pointer)(name, (_Pointer,), {"_type_": kind})
-    return made
-
-
-def pointer(target: Any) -> _Pointer:
-    return POINTER(type(target))(target)
+        return self._objects.get(self._o_) is not None or any(self._bytes())

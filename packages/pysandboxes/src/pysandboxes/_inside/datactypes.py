@@ -12,9 +12,8 @@ rule that would allow it. Loaded as ``ctypes`` by the sandbox; it imports nothin
 
 from __future__ import annotations
 
-from ._cdata import _ADDRESS, _CData, _CDataType, _native, _Pointer, _SimpleCData, _size
+from ._cdata import _ADDRESS, _blank, _CData, _CDataType, _native, _Pointer, _SimpleCData, _size
 from ._cdata import ARRAY as ARRAY
-from ._cdata import POINTER as POINTER
 from ._cdata import ArgumentError as ArgumentError
 from ._cdata import Array as Array
 from ._cdata import BigEndianStructure as BigEndianStructure
@@ -23,8 +22,6 @@ from ._cdata import LittleEndianStructure as LittleEndianStructure
 from ._cdata import LittleEndianUnion as LittleEndianUnion
 from ._cdata import Structure as Structure
 from ._cdata import Union as Union
-from ._cdata import _pointer_type_cache as _pointer_type_cache
-from ._cdata import pointer as pointer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -35,6 +32,21 @@ DEFAULT_MODE = RTLD_LOCAL = 0
 RTLD_GLOBAL = 256
 _FUNCFLAG_CDECL, _FUNCFLAG_PYTHONAPI = 1, 4
 _FUNCFLAG_USE_ERRNO, _FUNCFLAG_USE_LASTERROR = 8, 16
+
+
+_pointer_type_cache: dict[Any, type[_Pointer]] = {}
+
+
+def POINTER(kind: Any) -> type[_Pointer]:
+    made = _pointer_type_cache.get(kind)
+    if made is None:
+        name = f"LP_{kind.__name__}" if isinstance(kind, type) else f"LP_{kind}"
+        made = _pointer_type_cache[kind] = _CDataType(name, (_Pointer,), {"_type_": kind})
+    return made
+
+
+def pointer(target: Any) -> _Pointer:
+    return POINTER(type(target))(target)
 
 
 class _CFuncPtr(_CData):
@@ -53,7 +65,7 @@ class _CFuncPtr(_CData):
         self._objects[0] = target
 
     def __call__(self, *args: object) -> Any:
-        target = self._objects.get(self._o_)
+        target: Any = self._objects.get(self._o_)
         if target is None or target is _ADDRESS:
             return _native("function address")
         return target(*args)
@@ -82,7 +94,7 @@ def _functype(restype: Any, argtypes: tuple[Any, ...], flags: int) -> type[_CFun
     made = _c_functype_cache.get(key)
     if made is None:
         body = {"_restype_": restype, "_argtypes_": argtypes, "_flags_": flags}
-        made = _c_functype_cache[key] = type(_CFuncPtr)("CFunctionType", (_CFuncPtr,), body)
+        made = _c_functype_cache[key] = _CDataType("CFunctionType", (_CFuncPtr,), body)
     return made
 
 
@@ -159,7 +171,7 @@ def cast(target: object, kind: Any) -> Any:
     """An address only as a number (``c_void_p``), or as a pointer or function that
     refuses to be followed or called (scipy casts its own C functions at import)."""
     if isinstance(kind, type) and issubclass(kind, (_Pointer, _CFuncPtr)):
-        made = kind.__new__(kind)
+        made = _blank(kind)
         _CData.__init__(made)
         made._objects[0] = _ADDRESS
         return made
@@ -197,7 +209,7 @@ def set_errno(value: int) -> int:
 
 
 def _named(name: str, code: str) -> Any:
-    return type(_SimpleCData)(name, (_SimpleCData,), {"_type_": code, "__module__": __name__})
+    return _CDataType(name, (_SimpleCData,), {"_type_": code, "__module__": __name__})
 
 
 c_byte, c_ubyte, c_short, c_ushort = (

@@ -101,7 +101,7 @@ _STAND_IN: dict[str, tuple[str, str]] = {
     "in_dll": ("Reading a library's variable (in_dll)", "ctypes.CDLL"),
     "function address": ("Calling C at an address (a CFUNCTYPE function)", "ctypes.CDLL"),
     "cast": ("Following a pointer made by ctypes.cast", "ctypes.cast"),
-    "address": ("Reading memory by address (c_char_p or c_wchar_p of a number)", "ctypes.cast"),
+    "address": ("Following a pointer set from a number (memory by address)", "ctypes.cast"),
     "from_address": ("Reading memory by address (from_address)", "ctypes.cast"),
     "from_buffer": ("Sharing a buffer's memory (from_buffer)", "ctypes.cast"),
     "addressof": ("Taking a ctypes object's address (ctypes.addressof)", "ctypes.cast"),

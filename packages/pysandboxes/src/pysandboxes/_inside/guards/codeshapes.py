@@ -8,6 +8,7 @@ compiles (see ``dynamic``).
 from __future__ import annotations
 
 import re
+from types import CodeType
 
 from pysandboxes._inside.guards.values import plain_str
 
@@ -97,6 +98,42 @@ GENERATING: dict[tuple[str, str], Callable[[object, FrameType], bool]] = {
     ("unittest", "_set_async_signature"): _fullmatch(_MOCK_SIGNATURE),
     ("rlcompleter", "attr_matches"): _fullmatch(_DOTTED_NAME),
 }
+
+
+#: How deep a frame's code is searched for an annotation string: a module's code holds a
+#: class body's, which holds its methods' (and a nested class's).
+_DEPTH = 4
+
+
+def _holds(code: CodeType, source: str, depth: int) -> bool:
+    for constant in code.co_consts:
+        if type(constant) is str and constant == source:
+            return True
+        if depth and type(constant) is CodeType and _holds(constant, source, depth - 1):
+            return True
+    return False
+
+
+def written_in_a_file(source: object, frame: FrameType | None) -> bool:
+    """Whether ``source`` is text written in a source file run on the stack under
+    ``frame``: a string constant of the code of one of the frames there (or of a class
+    body or function that code holds), and that code read from a file. An annotation of
+    a class being defined (``from __future__ import annotations``, or a quoted forward
+    reference) is such text, whoever's file holds it: evaluating it runs what that file
+    states. A string made at run time (read, received, built from parts) is found in no
+    code, unless the same text is written there.
+    """
+    text = source_text(source)
+    if text is None:
+        return False
+    for _ in range(256):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_filename.startswith("/") and _holds(code, text, _DEPTH):
+            return True
+        frame = frame.f_back
+    return False
 
 
 _NOT_IN_TYPE_EXPRESSIONS = frozenset("():;=@{}\\\n!%&*+<>^~")
