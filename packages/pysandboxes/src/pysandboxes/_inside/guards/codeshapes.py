@@ -52,12 +52,25 @@ def _fullmatch(pattern: re.Pattern[str]) -> Callable[[object, FrameType], bool]:
     return check
 
 
+def _plain_names(maker: FrameType) -> bool:
+    """Whether every field name ``dataclasses._process_class`` holds is an identifier, an
+    exact ``str``: the names are pasted into the code it generates (formatted, so a
+    ``str`` subclass would choose its own text), and a name such as
+    ``"x,print(...)"``, set in a class's ``__annotations__``, would run."""
+    fields: object = maker.f_locals.get("fields")
+    if type(fields) is not dict:
+        return False
+    names: list[object] = list(fields)  # pyright: ignore[reportUnknownArgumentType]
+    return all(type(name) is str and name.isidentifier() for name in names)
+
+
 def _made_by(prefix: str, maker: str) -> Callable[[object, FrameType], bool]:
     """Source starting with ``prefix``, compiled while the module's ``maker`` builds it,
-    through the module's own functions only. Called by the program, a generating function
-    or its helpers run any body they are handed
-    (``dataclasses._create_fn('f', [], [body], globals={})``, or ``_init_fn`` with any
-    ``self_name``); ``dataclasses._process_class`` hands them only field names."""
+    through the module's own functions only, from fields with plain names. Called by the
+    program, a generating function or its helpers run any body they are handed
+    (``dataclasses._create_fn('f', [], [body], globals={})``, 3.13's ``_FuncBuilder``, or
+    ``_init_fn`` with any ``self_name``); ``dataclasses._process_class`` hands them only
+    field names, checked here."""
 
     def check(source: object, frame: FrameType) -> bool:
         text = source_text(source)
@@ -69,7 +82,7 @@ def _made_by(prefix: str, maker: str) -> Callable[[object, FrameType], bool]:
             if caller is None or caller.f_code.co_filename != filename:
                 return False
             if caller.f_code.co_name == maker:
-                return True
+                return _plain_names(caller)
             caller = caller.f_back
         return False
 
