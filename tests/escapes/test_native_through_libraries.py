@@ -14,9 +14,9 @@ works (the control), under python-sb each is refused with the line that would al
 
 from __future__ import annotations
 
+import _ctypes
 import shutil
 
-import _ctypes
 import pytest
 from escapelab import Lab, got
 
@@ -61,9 +61,7 @@ PROBES = {
 
 @pytest.mark.parametrize("probe", sorted(PROBES))
 @pytest.mark.parametrize("route", sorted(ROUTES))
-def test_cant_reach_c_or_memory_through_a_librarys_ctypes(
-    lab: Lab, route: str, probe: str
-) -> None:
+def test_cant_reach_c_or_memory_through_a_librarys_ctypes(lab: Lab, route: str, probe: str) -> None:
     code = lab.probe(ROUTES[route] + PROBES[probe] + "print('DONE')\n")
     assert got(lab.control(code), "DONE"), lab.control(code)
     result = lab.refused(code, "RuleApiPermissionError")
@@ -86,9 +84,7 @@ def test_numpy_refuses_to_load_a_library_without_a_grant(lab: Lab) -> None:
 
     lab.setup(library)
     code = lab.probe(
-        "import numpy.ctypeslib\n"
-        "numpy.ctypeslib.load_library('libdemo.so', DATA)\n"
-        "print('DONE')\n"
+        "import numpy.ctypeslib\nnumpy.ctypeslib.load_library('libdemo.so', DATA)\nprint('DONE')\n"
     )
     assert got(lab.control(code), "DONE")
     result = lab.refused(code, "RuleApiPermissionError")

@@ -1,6 +1,9 @@
 """Learning a program of the scientific stack or of the MCP SDK grants no native code and
 no dynamic code: what those libraries do for themselves is theirs.
 
+pytest imports ``readline`` inside ``try``/``except ImportError``: under the rules that
+import is refused and pytest goes on, so learning does not grant it either.
+
 numpy, scipy, sympy and pandas import ctypes for the sizes of C types (the stand-in
 ctypes has them, without a ``native`` grant); pydantic evaluates the annotations written
 in its own and its users' files, mpmath compiles the operators it generates, and the MCP
@@ -91,6 +94,23 @@ def _learn_then_enforce(sb: Runner, project: Path, program: str) -> str:
 
 def test_learning_the_scientific_stack_grants_no_native_code(sb: Runner, project: Path) -> None:
     assert _learn_then_enforce(sb, project, SCIENCE) == "9 2.0 6 2*sqrt(2)\n"
+
+
+def test_learning_a_pytest_run_grants_no_native_code(sb: Runner, project: Path) -> None:
+    # pytest imports readline inside try/except ImportError: under the rules it falls
+    # back, so the import is not learned as a native grant.
+    (project / "test_sum.py").write_text(
+        "import numpy\n\ndef test_sum():\n    assert numpy.arange(3).sum() == 3\n"
+    )
+    command = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "test_sum.py")
+    first = sb(*command, timeout=240)
+    assert first.returncode == 0, first.stdout + first.stderr
+    rules = (project / ".py-sandboxes").read_text()
+    active = [line for line in rules.splitlines() if line and not line.startswith("#")]
+    assert not [line for line in active if "ALLOW:native" in line], "\n".join(active)
+    second = sb(*command, timeout=240)
+    assert second.returncode == 0, second.stdout + second.stderr + "\n".join(active)
+    assert "1 passed" in second.stdout
 
 
 def test_learning_an_mcp_server_grants_no_dynamic_code(sb: Runner, project: Path) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 
 from pysandboxes._inside.enforce import call_refusal
+from pysandboxes._inside.guards.fallbacks import import_falls_back
 from pysandboxes._inside.guards.sealedcalls import EXTENSION_EVENT, REFUSE_EVENT, SEALED_EVENTS
 from pysandboxes._inside.guards.values import plain_str
 
@@ -61,7 +62,17 @@ _MULTIPROCESSING = (
 FORK_EXEC_FAMILY = ("_posixsubprocess.fork_exec", *_SUBPROCESS, *_MULTIPROCESSING, "os.popen")
 _EXEC = tuple(f"os.exec{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))
 _SPAWN = tuple(f"os.spawn{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))
-_NATIVE = ("ctypes.CDLL", "ctypes.PyDLL", "ctypes.pythonapi", "ctypes.cast")
+#: Any of them granted gives the real ctypes, and with it all the others.
+_NATIVE = (
+    "ctypes.CDLL",
+    "ctypes.PyDLL",
+    "ctypes.pythonapi",
+    "ctypes.cast",
+    "ctypes.memmove",
+    "ctypes.memset",
+    "ctypes.string_at",
+    "ctypes.wstring_at",
+)
 
 #: audit event -> (the function a refusal names, every function whose grant allows it)
 _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -87,8 +98,8 @@ _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ctypes.dlsym/handle": ("ctypes.CDLL", _NATIVE),
     "ctypes.call_function": ("ctypes.CDLL", _NATIVE),
     "ctypes.cdata": ("ctypes.cast", _NATIVE),
-    "ctypes.string_at": ("ctypes.string_at", ("ctypes.string_at", *_NATIVE)),
-    "ctypes.wstring_at": ("ctypes.wstring_at", ("ctypes.wstring_at", *_NATIVE)),
+    "ctypes.string_at": ("ctypes.string_at", _NATIVE),
+    "ctypes.wstring_at": ("ctypes.wstring_at", _NATIVE),
     "ctypes.PyObj_FromPtr": ("ctypes.cast", _NATIVE),
     "ctypes.cdata/buffer": ("ctypes.cast", _NATIVE),
     "ctypes.addressof": ("ctypes.cast", _NATIVE),
@@ -306,8 +317,11 @@ class CallGuard:
         # CPython initialises an extension module from the last part of a dotted name.
         name = plain.rpartition(".")[2]
         why = _NATIVE_MODULES.get(name)
-        if name == "_ctypes" and not self._native and not self.stands_in:
-            why = None  # learning: what the program does with ctypes is, not its import
+        # Learning: what the program does with ctypes is learned, not its import; nor an
+        # import its code goes on without, refused under the rules too.
+        learning = why is not None and not self._native and not self.stands_in
+        if learning and (name == "_ctypes" or import_falls_back()):
+            why = None
         if why is not None and not self._native:
             self._enforcer.refuse_import(
                 name,
