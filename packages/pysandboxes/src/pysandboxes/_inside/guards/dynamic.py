@@ -59,8 +59,10 @@ _PTH = ("site", "addpackage")
 
 
 def _names(frame: FrameType, names: frozenset[str]) -> bool:
-    """Whether the code of ``frame`` names one of ``names``, or (compiling) a global of
-    its own module bound to the builtin itself (a package's alias, never one handed)."""
+    """Whether the code of ``frame`` names one of ``names``, or (compiling) an alias of
+    one (``exec_``, ``_eval``) that its module's globals bind to the builtin itself. Only
+    such names: a global the program rebound to ``exec`` (``lib.log = exec``) would turn
+    any call of the package with the program's text into the package's compiling."""
     code_names = frame.f_code.co_names
     if not names.isdisjoint(code_names):
         return True
@@ -68,7 +70,10 @@ def _names(frame: FrameType, names: frozenset[str]) -> bool:
     if names is not _COMPILING or type(found) is not dict:
         return False
     return any(
-        type(name) is str and any(found.get(name) is c for c in _COMPILERS) for name in code_names
+        type(name) is str
+        and name.strip("_") in _COMPILING
+        and any(found.get(name) is builtin for builtin in _COMPILERS)
+        for name in code_names
     )
 
 
