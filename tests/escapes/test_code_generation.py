@@ -47,10 +47,19 @@ PROBES = {
         ast.PyCF_ONLY_AST = 0
         exec(ast.parse("print('RAN')"))
     """,
-    # dataclasses' code maker called by the program itself, with any body.
+    # dataclasses' code maker called by the program itself, with any body (3.13 builds
+    # every method at once, in _FuncBuilder).
     "dataclasses_body": """
         import dataclasses
-        dataclasses._create_fn('f', [], ["print('RAN')"], globals={})()
+        if hasattr(dataclasses, '_create_fn'):
+            dataclasses._create_fn('f', [], ["print('RAN')"], globals={})()
+        else:
+            class C:
+                pass
+            builder = dataclasses._FuncBuilder({})
+            builder.add_fn('f', [], ["  print('RAN')"])
+            builder.add_fns_to_class(C)
+            C.f()
     """,
 }
 

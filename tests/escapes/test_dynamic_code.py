@@ -133,30 +133,33 @@ LAUNDERERS = {
         f"import importlib._bootstrap as b\nb._call_with_frames_removed(exec, {RAN!r}, {{}})"
     ),
     # a field name is pasted into the source dataclasses compiles (only make_dataclass
-    # checks names): `(self.x,print(...),)==(other.x,print(...),)`
+    # checks names): `(self.x,print(...),)==(other.x,print(...),)`; two instances, since
+    # 3.13's __eq__ returns at once for an object compared with itself
     "dataclass_field_name": (
         "import dataclasses\n"
         "C = type('C', (), {'__annotations__': "
         "{\"x,print('DONE', 'ran-' + 'from-string')\": int}})\n"
         "D = dataclasses.dataclass(init=False, repr=False)(C)\n"
-        "o = D()\n"
-        "o.x = 1\n"
-        "o == o"
+        "a, b = D(), D()\n"
+        "a.x = b.x = 1\n"
+        "a == b"
+    ),
+    # the same through a str subclass whose __format__ chooses the text pasted
+    "dataclass_field_name_format": (
+        "import dataclasses\n"
+        "class Name(str):\n"
+        "    def __format__(self, spec):\n"
+        "        return \"x,print('DONE', 'ran-' + 'from-string')\"\n"
+        "C = type('C', (), {'__annotations__': {Name('x'): int}})\n"
+        "D = dataclasses.dataclass(init=False, repr=False)(C)\n"
+        "a, b = D(), D()\n"
+        "a.x = b.x = 1\n"
+        "a == b"
     ),
 }
 
 
-DOCUMENTED = pytest.mark.xfail(
-    strict=True,
-    reason="documented in docs/security.md: dataclasses paste field names into the code "
-    "they generate; the eval-* sub-language (a later release) is the answer",
-)
-
-
-@pytest.mark.parametrize(
-    "api",
-    [pytest.param(a, marks=DOCUMENTED) if a == "dataclass_field_name" else a for a in LAUNDERERS],
-)
+@pytest.mark.parametrize("api", list(LAUNDERERS))
 def test_cant_run_code_from_strings_through_ambient_stdlib(lab: Lab, api: str) -> None:
     code = lab.probe(LAUNDERERS[api])
     assert got(lab.control(code), "DONE ran-from-string")

@@ -17,7 +17,7 @@ from pysandboxes._inside import runner as _runner
 from pysandboxes._inside.enforce import Enforcing, Messages
 from pysandboxes._inside.guards import dnspins, filewraps
 from pysandboxes._inside.guards.audit import AuditHook
-from pysandboxes._inside.guards.calls import FORK_EXEC_FAMILY, CallGuard
+from pysandboxes._inside.guards.calls import FORK_EXEC_FAMILY, CallGuard, install_stand_in
 from pysandboxes._inside.guards.dynamic import DynamicCodeGuard
 from pysandboxes._inside.guards.files import FileGuard
 from pysandboxes._inside.guards.imports import ImportGuard
@@ -110,6 +110,8 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     network = NetworkGuard(NetJudge(policy.net), policy, enforcer, spec.rule_file)
     hook.add(network.events)
     calls = CallGuard(api, enforcer, spec.rule_file)
+    if calls.stands_in:
+        install_stand_in(os.path.dirname(os.__file__))
     hook.add(calls.events)
     hook.add(dynamic.events)
     hook.add(integrity.events)

@@ -97,6 +97,10 @@ if TYPE_CHECKING:
         #: Whether listings leave out the entries no rule exposes (not while learning:
         #: the program must see the directory as it is).
         hides_entries: bool
+        #: Whether a program without a ``native`` grant meets the stand-in ctypes, which
+        #: holds no memory (``_inside/datactypes``), not while learning: there it meets the
+        #: real one, so that what it reaches C with is learned.
+        stands_in_for_native: bool
 
         def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
             """Called for a refused file access; raise to stop it, return to let it through."""
@@ -202,6 +206,7 @@ class Enforcing:
     """Raise every refusal: the normal mode."""
 
     hides_entries = True
+    stands_in_for_native = True
 
     def __init__(self, messages: Messages) -> None:
         self._messages = messages
@@ -233,6 +238,7 @@ class Recording:
     """Keep every refused access and let it through: for tests of the guards."""
 
     hides_entries = True
+    stands_in_for_native = True
 
     def __init__(self) -> None:
         self.files: list[tuple[FileAccess, Verdict]] = []

@@ -62,6 +62,7 @@ class Learning:
     """Record every refusal for the trusted side; the access goes on (see module docs)."""
 
     hides_entries = False
+    stands_in_for_native = False
 
     def __init__(self, fd: int, messages: Messages, cwd: str, *, session: bool = False) -> None:
         self._fd = fd

@@ -11,9 +11,12 @@ the module's function is replaced by a judged one before anything can bind it, a
 importing the module again is refused. A program may still signal itself (``os.kill`` of
 its own pid), as ``signal.raise_signal`` does unaudited.
 
-``ctypes`` reads and writes memory and calls C without any event on some versions, so
-without a ``native`` grant its C half, ``_ctypes``, cannot be imported at all (a
-``ModuleNotFoundError``: libraries fall back as if it were not installed). Signals reach
+``ctypes`` reads and writes memory and calls C without any event (``cast``, ``memmove``, a
+pointer indexed past its object), so without a ``native`` grant its C half, ``_ctypes``,
+cannot be imported at all: ``import ctypes`` gives the stand-in of ``_inside/datactypes``
+(the C types and their sizes, no memory), whose refusals arrive here as
+``pysandboxes.native`` events. While learning, the real module loads, and what it reports
+(a library opened, a symbol looked up, memory read by address) is learned. Signals reach
 other processes without ``os.kill`` too: ``pidfd_send_signal`` (no event: replaced by a
 judged copy) and ``fcntl``/``ioctl`` asking for SIGIO to be sent to another process.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 import os
 
 from pysandboxes._inside.enforce import call_refusal
+from pysandboxes._inside.guards.fallbacks import import_falls_back
 from pysandboxes._inside.guards.sealedcalls import EXTENSION_EVENT, REFUSE_EVENT, SEALED_EVENTS
 from pysandboxes._inside.guards.values import plain_str
 
@@ -58,7 +62,17 @@ _MULTIPROCESSING = (
 FORK_EXEC_FAMILY = ("_posixsubprocess.fork_exec", *_SUBPROCESS, *_MULTIPROCESSING, "os.popen")
 _EXEC = tuple(f"os.exec{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))
 _SPAWN = tuple(f"os.spawn{suffix}" for suffix in ("l", "le", "lp", "lpe", "v", "ve", "vp", "vpe"))
-_NATIVE = ("ctypes.CDLL", "ctypes.PyDLL", "ctypes.pythonapi", "ctypes.cast")
+#: Any of them granted gives the real ctypes, and with it all the others.
+_NATIVE = (
+    "ctypes.CDLL",
+    "ctypes.PyDLL",
+    "ctypes.pythonapi",
+    "ctypes.cast",
+    "ctypes.memmove",
+    "ctypes.memset",
+    "ctypes.string_at",
+    "ctypes.wstring_at",
+)
 
 #: audit event -> (the function a refusal names, every function whose grant allows it)
 _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -84,10 +98,34 @@ _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ctypes.dlsym/handle": ("ctypes.CDLL", _NATIVE),
     "ctypes.call_function": ("ctypes.CDLL", _NATIVE),
     "ctypes.cdata": ("ctypes.cast", _NATIVE),
-    "ctypes.string_at": ("ctypes.string_at", ("ctypes.string_at", *_NATIVE)),
-    "ctypes.wstring_at": ("ctypes.wstring_at", ("ctypes.wstring_at", *_NATIVE)),
+    "ctypes.string_at": ("ctypes.string_at", _NATIVE),
+    "ctypes.wstring_at": ("ctypes.wstring_at", _NATIVE),
     "ctypes.PyObj_FromPtr": ("ctypes.cast", _NATIVE),
+    "ctypes.cdata/buffer": ("ctypes.cast", _NATIVE),
+    "ctypes.addressof": ("ctypes.cast", _NATIVE),
 }
+#: The stand-in ctypes's refusals (``datactypes``): its key -> what, and the function named.
+_STAND_IN: dict[str, tuple[str, str]] = {
+    "CDLL": ("Loading a library (ctypes.CDLL, ctypes.cdll)", "ctypes.CDLL"),
+    "PyDLL": ("Loading a library (ctypes.PyDLL, ctypes.pydll)", "ctypes.PyDLL"),
+    "pythonapi": ("Calling the interpreter's C functions (ctypes.pythonapi)", "ctypes.pythonapi"),
+    "in_dll": ("Reading a library's variable (in_dll)", "ctypes.CDLL"),
+    "function address": ("Calling C at an address (a CFUNCTYPE function)", "ctypes.CDLL"),
+    "cast": ("Following a pointer made by ctypes.cast", "ctypes.cast"),
+    "address": ("Following a pointer set from a number (memory by address)", "ctypes.cast"),
+    "from_address": ("Reading memory by address (from_address)", "ctypes.cast"),
+    "from_buffer": ("Sharing a buffer's memory (from_buffer)", "ctypes.cast"),
+    "addressof": ("Taking a ctypes object's address (ctypes.addressof)", "ctypes.cast"),
+    "pointer index": ("Indexing a ctypes pointer past the object it points to", "ctypes.cast"),
+    "memmove": ("Copying memory by address (ctypes.memmove)", "ctypes.memmove"),
+    "memset": ("Filling memory by address (ctypes.memset)", "ctypes.memset"),
+    "string_at": ("Reading memory by address (ctypes.string_at)", "ctypes.string_at"),
+    "wstring_at": ("Reading memory by address (ctypes.wstring_at)", "ctypes.wstring_at"),
+    "resize": ("Resizing a ctypes object's memory (ctypes.resize)", "ctypes.cast"),
+    "SetPointerType": ("Changing a pointer type (ctypes.SetPointerType)", "ctypes.cast"),
+}
+#: Raised by the stand-in ctypes (the program raising it can only refuse itself).
+STAND_IN_EVENT = "pysandboxes.native"
 
 #: Extension modules that act in C where no audit event reports it: without a ``native``
 #: grant they are not importable (a ModuleNotFoundError, so libraries fall back).
@@ -138,6 +176,8 @@ class CallGuard:
         # Signalling another process is refused unless a rule allows os.kill itself.
         self._signals_watched = not self.family_allowed("os.kill", ())
         self._native = self.family_allowed("ctypes.CDLL", _NATIVE)
+        #: Whether ``import ctypes`` gives the stand-in (no native grant, not learning).
+        self.stands_in = not self._native and enforcer.stands_in_for_native
 
     def family_allowed(self, name: str, family: Iterable[str]) -> bool:
         """Whether the event of ``name`` passes: its own verdict, unless it has no rule of
@@ -167,6 +207,7 @@ class CallGuard:
         handlers[EXTENSION_EVENT] = self._extension
         handlers["os.putenv"] = self._putenv
         handlers[REFUSE_EVENT] = self._refuse_reported
+        handlers[STAND_IN_EVENT] = self._stand_in
         if not self.family_allowed("resource.prlimit", ()):
             handlers["resource.prlimit"] = self._prlimit
         return handlers
@@ -246,6 +287,17 @@ class CallGuard:
         if args and type(args[0]) is str and args[0] in SEALED_EVENTS:
             self.refuse(args[0])
 
+    def _stand_in(self, args: tuple[Any, ...]) -> None:
+        key = plain_str(args[0]) if args else None
+        what, qualname = _STAND_IN.get(key or "", ("Reaching C through ctypes", "ctypes.cast"))
+        self._enforcer.refuse_call(
+            qualname,
+            "native",
+            f"{what} is refused by the API guard (category: native): without a native grant, "
+            "ctypes has the C types and their sizes here, with no memory behind them. Add "
+            f"'python-api=ALLOW:native' to {self._rule_file} to allow it.",
+        )
+
     def _extension(self, args: tuple[Any, ...]) -> None:
         """An extension module created from a spec (``_imp.create_dynamic``): judged by
         its name and by its file, as importing it by name is."""
@@ -265,6 +317,11 @@ class CallGuard:
         # CPython initialises an extension module from the last part of a dotted name.
         name = plain.rpartition(".")[2]
         why = _NATIVE_MODULES.get(name)
+        # Learning: what the program does with ctypes is learned, not its import; nor an
+        # import its code goes on without, refused under the rules too.
+        learning = why is not None and not self._native and not self.stands_in
+        if learning and (name == "_ctypes" or import_falls_back()):
+            why = None
         if why is not None and not self._native:
             self._enforcer.refuse_import(
                 name,
@@ -284,3 +341,25 @@ class CallGuard:
                 f"Importing {name} again is denied by the API guard: a fresh copy would hand "
                 f"out the functions the sandbox judges.{hint}",
             )
+
+
+def install_stand_in(stdlib: str) -> None:
+    """Make ``import ctypes`` give the stand-in (``_inside/datactypes``), its submodules
+    (``ctypes.util``, ``ctypes.wintypes``) still found in the real package's directory.
+    Called before the hook: the program deleting it from ``sys.modules`` then meets the
+    real ``ctypes``, whose ``_ctypes`` import is refused."""
+    import importlib.util
+    import sys
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for name, file in (("ctypes._cdata", "_cdata.py"), ("ctypes", "datactypes.py")):
+        search = [os.path.join(stdlib, "ctypes")] if name == "ctypes" else None
+        where = os.path.join(here, file)
+        spec = importlib.util.spec_from_file_location(
+            name, where, submodule_search_locations=search
+        )
+        if spec is None or spec.loader is None:  # pragma: no cover - a file of this package
+            raise ImportError(f"the stand-in ctypes is missing: {where}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)

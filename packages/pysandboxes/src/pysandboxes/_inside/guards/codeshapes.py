@@ -8,6 +8,7 @@ compiles (see ``dynamic``).
 from __future__ import annotations
 
 import re
+from types import CodeType
 
 from pysandboxes._inside.guards.values import plain_str
 
@@ -51,12 +52,25 @@ def _fullmatch(pattern: re.Pattern[str]) -> Callable[[object, FrameType], bool]:
     return check
 
 
+def _plain_names(maker: FrameType) -> bool:
+    """Whether every field name ``dataclasses._process_class`` holds is an identifier, an
+    exact ``str``: the names are pasted into the code it generates (formatted, so a
+    ``str`` subclass would choose its own text), and a name such as
+    ``"x,print(...)"``, set in a class's ``__annotations__``, would run."""
+    fields: object = maker.f_locals.get("fields")
+    if type(fields) is not dict:
+        return False
+    names: list[object] = list(fields)  # pyright: ignore[reportUnknownArgumentType]
+    return all(type(name) is str and name.isidentifier() for name in names)
+
+
 def _made_by(prefix: str, maker: str) -> Callable[[object, FrameType], bool]:
     """Source starting with ``prefix``, compiled while the module's ``maker`` builds it,
-    through the module's own functions only. Called by the program, a generating function
-    or its helpers run any body they are handed
-    (``dataclasses._create_fn('f', [], [body], globals={})``, or ``_init_fn`` with any
-    ``self_name``); ``dataclasses._process_class`` hands them only field names."""
+    through the module's own functions only, from fields with plain names. Called by the
+    program, a generating function or its helpers run any body they are handed
+    (``dataclasses._create_fn('f', [], [body], globals={})``, 3.13's ``_FuncBuilder``, or
+    ``_init_fn`` with any ``self_name``); ``dataclasses._process_class`` hands them only
+    field names, checked here."""
 
     def check(source: object, frame: FrameType) -> bool:
         text = source_text(source)
@@ -68,7 +82,7 @@ def _made_by(prefix: str, maker: str) -> Callable[[object, FrameType], bool]:
             if caller is None or caller.f_code.co_filename != filename:
                 return False
             if caller.f_code.co_name == maker:
-                return True
+                return _plain_names(caller)
             caller = caller.f_back
         return False
 
@@ -97,6 +111,42 @@ GENERATING: dict[tuple[str, str], Callable[[object, FrameType], bool]] = {
     ("unittest", "_set_async_signature"): _fullmatch(_MOCK_SIGNATURE),
     ("rlcompleter", "attr_matches"): _fullmatch(_DOTTED_NAME),
 }
+
+
+#: How deep a frame's code is searched for an annotation string: a module's code holds a
+#: class body's, which holds its methods' (and a nested class's).
+_DEPTH = 4
+
+
+def _holds(code: CodeType, source: str, depth: int) -> bool:
+    for constant in code.co_consts:
+        if type(constant) is str and constant == source:
+            return True
+        if depth and type(constant) is CodeType and _holds(constant, source, depth - 1):
+            return True
+    return False
+
+
+def written_in_a_file(source: object, frame: FrameType | None) -> bool:
+    """Whether ``source`` is text written in a source file run on the stack under
+    ``frame``: a string constant of the code of one of the frames there (or of a class
+    body or function that code holds), and that code read from a file. An annotation of
+    a class being defined (``from __future__ import annotations``, or a quoted forward
+    reference) is such text, whoever's file holds it: evaluating it runs what that file
+    states. A string made at run time (read, received, built from parts) is found in no
+    code, unless the same text is written there.
+    """
+    text = source_text(source)
+    if text is None:
+        return False
+    for _ in range(256):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_filename.startswith("/") and _holds(code, text, _DEPTH):
+            return True
+        frame = frame.f_back
+    return False
 
 
 _NOT_IN_TYPE_EXPRESSIONS = frozenset("():;=@{}\\\n!%&*+<>^~")

@@ -17,7 +17,12 @@ from _io import open as _open
 from pysandboxes._inside.enforce import call_refusal
 from pysandboxes._inside.guards.askers import OWN_DIRS, bottom_code
 from pysandboxes._inside.guards.audit import current_frame
-from pysandboxes._inside.guards.codeshapes import GENERATING, looks_like_a_type, source_text
+from pysandboxes._inside.guards.codeshapes import (
+    GENERATING,
+    looks_like_a_type,
+    source_text,
+    written_in_a_file,
+)
 from pysandboxes._inside.guards.importcode import ImportSystemCode, file_name
 
 # Bound now: a program may replace what the os.path module holds.
@@ -35,6 +40,9 @@ if TYPE_CHECKING:
 _DYNAMIC = ("builtins.compile", "builtins.eval", "builtins.exec")
 #: The names a package's code uses when it compiles, or builds code, itself.
 _COMPILING = frozenset({"compile", "exec", "eval"})
+#: The builtins themselves, as a package's own alias may name them (``mpmath``'s and
+#: ``six``'s ``exec_``): bound now, before the program can replace them.
+_COMPILERS = (compile, exec, eval)
 _BUILDING = frozenset({"CodeType", "replace", "__replace__"})
 #: The import system: it compiles module files, never strings (``<frozen importlib...>``
 #: and these): ambient only when the file named is a real one.
@@ -48,6 +56,25 @@ _SESSION = frozenset({*_INTERACTIVE, "runpy"})
 #: The import lines of .pth files (site.addpackage): ambient when the line is one of a
 #: .pth file of the interpreter's own trees, read again here.
 _PTH = ("site", "addpackage")
+
+
+def _names(frame: FrameType, names: frozenset[str]) -> bool:
+    """Whether the code of ``frame`` names one of ``names``, or (compiling) an alias of
+    one (``exec_``, ``_eval``) that its module's globals bind to the builtin itself. Only
+    such names: a global the program rebound to ``exec`` (``lib.log = exec``) would turn
+    any call of the package with the program's text into the package's compiling."""
+    code_names = frame.f_code.co_names
+    if not names.isdisjoint(code_names):
+        return True
+    found = frame.f_globals
+    if names is not _COMPILING or type(found) is not dict:
+        return False
+    return any(
+        type(name) is str
+        and name.strip("_") in _COMPILING
+        and any(found.get(name) is builtin for builtin in _COMPILERS)
+        for name in code_names
+    )
 
 
 class DynamicCodeGuard:
@@ -129,7 +156,10 @@ class DynamicCodeGuard:
         if module in _IMPORTING:
             return not self._import_code.genuine_compile(compiled)
         if module in _ANNOTATIONS:
-            return not looks_like_a_type(source)
+            return not (
+                looks_like_a_type(source)
+                or (self._package_asked(frame) and written_in_a_file(source, frame))
+            )
         if module in self._interactive:
             return not self._session(frame)
         check = GENERATING.get((module, code.co_name))
@@ -138,6 +168,19 @@ class DynamicCodeGuard:
         if (module, code.co_name) == _PTH:
             return not self._installed_pth_line(source, frame)
         return True
+
+    def _package_asked(self, frame: FrameType | None) -> bool:
+        """Whether the first frame under ``frame`` that is not the standard library's
+        (nor the sandbox's) is an installed package's: pydantic or FastAPI reading the
+        annotations of a model as they build it, not the program calling ``typing``."""
+        for _ in range(256):
+            if frame is None:
+                return False
+            filename = frame.f_code.co_filename
+            if not filename.startswith(OWN_DIRS) and self._module(filename) is None:
+                return self._installed(filename)
+            frame = frame.f_back
+        return False
 
     def _session(self, frame: FrameType | None) -> bool:
         """Whether the interactive session compiles for itself: the console's frames
@@ -204,9 +247,7 @@ class DynamicCodeGuard:
             filename = code.co_filename
             if filename.startswith(OWN_DIRS):
                 pass  # acts for its caller
-            elif not self._installed(filename) or (
-                not handed and not names.isdisjoint(code.co_names)
-            ):
+            elif not self._installed(filename) or (not handed and _names(frame, names)):
                 return frame
             else:
                 handed = True
@@ -266,6 +307,32 @@ class DynamicCodeGuard:
             qualname,
             "dynamic-code",
             f"{what} of source code by the program is refused by the API guard (category: "
-            f"dynamic-code). Add 'python-api=ALLOW:dynamic-code' to {self._rule_file} to "
-            "allow it.",
+            f"dynamic-code).{self._library_context()} Add 'python-api=ALLOW:dynamic-code' to "
+            f"{self._rule_file} to allow it.",
+        )
+
+    def _library_context(self) -> str:
+        """Where a library compiled for the program: its frame, and the program's line
+        that led there (a traceback may show neither)."""
+        frame = self._caller()
+        if frame is None or not self._library(frame.f_code.co_filename):
+            return ""
+        asked = f"{frame.f_code.co_filename}:{frame.f_lineno} ({frame.f_code.co_qualname})"
+        program = frame.f_back
+        for _ in range(256):
+            if program is None or not self._library(program.f_code.co_filename):
+                break
+            program = program.f_back
+        if program is None:
+            return f" It was compiled by {asked}."
+        line = f"{program.f_code.co_filename}:{program.f_lineno}"
+        return f" It was compiled by {asked}, for the program's line {line}."
+
+    def _library(self, filename: str) -> bool:
+        """Whether ``filename`` is the standard library's, an installed package's or the
+        sandbox's: not the program's."""
+        return (
+            filename.startswith(OWN_DIRS)
+            or self._module(filename) is not None
+            or self._installed(filename)
         )
