@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pysandboxes._host.learning.rules import Context, display_path, import_group, learn
+from pysandboxes._host.learning.filerules import display_path
+from pysandboxes._host.learning.rules import Context, import_group, learn
 from pysandboxes._wire.codec import Event
 
 

@@ -135,10 +135,13 @@ def compile_plan(
     write: list[str] = []
     exposed: list[str] = []
     devices: list[str] = []
+    create: list[str] = []
     for rule in exposures:
         if rule.path == tempdir:
             continue  # granted as the tempdir: writable, never executable
         (write if rule.writable else read).append(rule.path)
+        if rule.writable and not rule.is_dir and not rule.path.startswith("/dev/"):
+            create.append(rule.path)
         if rule.path.startswith("/dev/"):
             devices.append(rule.path)
         else:
@@ -157,8 +160,13 @@ def compile_plan(
         tcp_connect=tcp_ports(policy.net, "OUT") if network else (),
         tcp_bind=tcp_ports(policy.net, "IN") if network else (),
         unix_sockets=may_use_unix_sockets(policy),
-        read_only=rule_files_inside(policy, write),
+        read_only=rule_files_inside(policy, [*write, *(_parent(path) for path in create)]),
+        create=_unique(create),
     )
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0] or "/"
 
 
 def rule_files_inside(policy: Policy, write: Iterable[str]) -> tuple[str, ...]:
