@@ -169,8 +169,8 @@ class FileGuard:
             and access.modifies
             and not is_pinned(named)
             # shutil's events are advisory; sockets, sqlite and shared memory open in C,
-            # with no pinned form
-            and not api.startswith(("socket.", "shutil.", "sqlite3.", "_posixshmem."))
+            # with no pinned form, and so do semaphores (_multiprocessing)
+            and not api.startswith(("socket.", "shutil.", "sqlite3.", "_posixshmem.", "_multip"))
             and self.judge.writable_directory(real.rpartition("/")[0] or "/")
         ):
             # In a writable directory a swap can redirect an unpinned change after this
