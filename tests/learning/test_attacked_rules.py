@@ -305,7 +305,7 @@ def test_making_a_directory_that_is_there_grants_nothing(
     result = sb("app.py", env={"HOME": str(home)})
     assert result.returncode == 0, result.stderr
     files = [r for r in granted(project / ".py-sandboxes") if r.startswith("expose")]
-    assert files == ["expose-rw=./new"]
+    assert files == ["expose-rw=./new/"]
     assert f"{home / 'Documents'}: a directory looked at, not listed" in result.stderr
 
 

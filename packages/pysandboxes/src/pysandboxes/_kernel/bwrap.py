@@ -134,7 +134,7 @@ def mount_view(plan: ConfinementPlan) -> tuple[dict[str, bool], dict[str, str]]:
         _links_on_the_way(path, links)
         real = os.path.realpath(path)
         wanted[real] = wanted.get(real, False) or writable
-    for path in plan.create:
+    for path in (*plan.create, *plan.create_dirs):
         if not os.path.lexists(path):
             # A missing file cannot be bound: its directory is, read-write, so that the
             # file made there is the host's; Landlock inside keeps that directory to

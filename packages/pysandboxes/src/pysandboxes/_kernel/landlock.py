@@ -72,6 +72,8 @@ _WRITE = _READ | _CHANGE | FS_MAKE_DIR | FS_MAKE_REG | FS_MAKE_SOCK | FS_MAKE_FI
 #: removing regular files; never a directory, a link, a socket, a listing or a rename
 #: from elsewhere (REFER).
 _CREATE = FS_MAKE_REG | FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_REMOVE_FILE
+#: Likewise for a directory the program may make (``expose-rw=./out/``): directories too.
+_CREATE_TREE = _CREATE | FS_MAKE_DIR | FS_REMOVE_DIR | FS_READ_DIR
 
 
 def _handled_fs(abi: int) -> int:
@@ -216,7 +218,8 @@ def _path_rights(plan: ConfinementPlan) -> dict[str, int]:
     grant(plan.write, _WRITE)
     grant(plan.execute, FS_EXECUTE | FS_READ_FILE)
     grant(plan.devices, FS_IOCTL_DEV)
-    grant([os.path.dirname(p) for p in plan.create if not os.path.lexists(p)], _CREATE)
+    for paths, bits in ((plan.create, _CREATE), (plan.create_dirs, _CREATE_TREE)):
+        grant([os.path.dirname(p) for p in paths if not os.path.lexists(p)], bits)
     if plan.tempdir is not None:
         grant([plan.tempdir], _WRITE)
     return rights

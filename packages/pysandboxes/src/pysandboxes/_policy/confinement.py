@@ -136,12 +136,14 @@ def compile_plan(
     exposed: list[str] = []
     devices: list[str] = []
     create: list[str] = []
+    create_dirs: list[str] = []
     for rule in exposures:
         if rule.path == tempdir:
             continue  # granted as the tempdir: writable, never executable
         (write if rule.writable else read).append(rule.path)
-        if rule.writable and not rule.is_dir and not rule.path.startswith("/dev/"):
-            create.append(rule.path)
+        if rule.writable and not rule.path.startswith("/dev/"):
+            # Made by the program if missing when the plan is applied.
+            (create_dirs if rule.is_dir else create).append(rule.path)
         if rule.path.startswith("/dev/"):
             devices.append(rule.path)
         else:
@@ -160,8 +162,9 @@ def compile_plan(
         tcp_connect=tcp_ports(policy.net, "OUT") if network else (),
         tcp_bind=tcp_ports(policy.net, "IN") if network else (),
         unix_sockets=may_use_unix_sockets(policy),
-        read_only=rule_files_inside(policy, [*write, *(_parent(path) for path in create)]),
+        read_only=rule_files_inside(policy, [*write, *map(_parent, [*create, *create_dirs])]),
         create=_unique(create),
+        create_dirs=_unique(create_dirs),
     )
 
 

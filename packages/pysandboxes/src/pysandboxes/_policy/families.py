@@ -87,12 +87,13 @@ def expose_rule(builder: Builder, rule: RawRule) -> None:
     written = os.path.normpath(os.path.join(rule.base, expanded))
     # /proc/self names the sandboxed process, not the one reading the rules.
     path = written if _is_proc_self(written) else os.path.realpath(written)
+    is_dir = os.path.isdir(path)
     if not os.path.exists(path):
         missing = _missing_exposure(builder, rule, written)
         if missing is None:
             return
-        path = missing
-    builder.add("expose", ExposeRule(path, rule.key == "expose-rw", os.path.isdir(path), origin))
+        path, is_dir = missing, expanded.endswith("/")  # "./out/": a directory to make
+    builder.add("expose", ExposeRule(path, rule.key == "expose-rw", is_dir, origin))
     if path != written:
         builder.add("expose-links", (written, origin))
 
@@ -100,8 +101,9 @@ def expose_rule(builder: Builder, rule: RawRule) -> None:
 def _missing_exposure(builder: Builder, rule: RawRule, written: str) -> str | None:
     """The path a rule naming a missing file grants, or ``None`` (with a warning or an
     issue). ``expose-rw=`` names a file the program may create (a log, a database and its
-    journal, in a clean checkout too): granted when its directory exists. A missing
-    ``expose-ro=`` target has nothing to read: a warning, and no rule."""
+    journal, in a clean checkout too), or with a final ``/`` a directory it may make
+    (``expose-rw=./out/``): granted when its parent exists. A missing ``expose-ro=``
+    target has nothing to read: a warning, and no rule."""
     origin = rule.origin
     if rule.key != "expose-rw":
         message = f"'{origin.text}': '{written}' does not exist: the rule grants nothing"

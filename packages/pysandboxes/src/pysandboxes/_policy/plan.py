@@ -59,10 +59,11 @@ class ConfinementPlan:
             where one connects (any socket file of the host), so they are refused unless
             the rules may need one: a read-write exposure (where a socket may live) or
             programs to start (``multiprocessing`` talks through them).
-        create: files of ``write`` that may be missing when the plan is applied, which the
+        create: paths of ``write`` that may be missing when the plan is applied, which the
             program may create (and remove, rename onto): a kernel that grants rights to
-            existing paths only grants them in the file's directory instead (see
+            existing paths only grants them in the path's directory instead (see
             docs/configuration.md, "Files that do not exist yet").
+        create_dirs: likewise, directories (``expose-rw=./out/``).
         read_only: files inside ``write`` that must stay unchanged (the rule files):
             Landlock cannot take a file back from a directory it granted, a read-only bind
             of the file onto itself in a mount namespace can.
@@ -81,6 +82,7 @@ class ConfinementPlan:
     unix_sockets: bool = True
     read_only: tuple[str, ...] = ()
     create: tuple[str, ...] = ()
+    create_dirs: tuple[str, ...] = ()
 
 
 @record

@@ -117,6 +117,7 @@ class _Grants:
         self.looked: list[str] = []  # directories only looked at: they lead nowhere new
         self.skipped: list[str] = []
         self.beside: set[str] = set()  # files granted one by one beside a rule file
+        self.made: set[str] = set()  # directories the program made: "./out/" (see below)
 
     def grant(self, path: str, writable: bool, event: Event, count: int = 0) -> None:
         known = self.paths.get(path)
@@ -162,6 +163,7 @@ class _Grants:
             self.grant(path, True, event)  # an existing file written: that file
         elif event.access == "create" and is_dir:
             self.grant(path, True, event)  # a directory the program made: the place it writes
+            self.made.add(path)
         elif not self.closed(parent) and os.path.isdir(parent):
             self.grant(parent, True, event)  # create or delete: the directory's entries change
         elif os.path.isdir(parent) and not is_dir and parent not in self.sensitive - self.holders:
@@ -220,7 +222,10 @@ def file_rules(events: Sequence[Event], context: Context) -> tuple[list[FileRule
         if unsafe_path(path):
             grants.skipped.append(f"{path!r}: a name a rule line cannot hold safely: not granted")
             continue
-        line = f"{'expose-rw' if writable else 'expose-ro'}={display_path(path, context)}"
+        shown = display_path(path, context)
+        if writable and path in grants.made:
+            shown += "/"  # a directory the next run makes again, in a clean checkout
+        line = f"{'expose-rw' if writable else 'expose-ro'}={shown}"
         note = _VERBS[event.access]
         if count:
             note = f"{count} files below it {'used' if writable else 'read'}, first {note}"
