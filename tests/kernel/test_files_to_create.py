@@ -112,3 +112,26 @@ def test_a_missing_file_to_read_only_warns(sb: Runner, project: Path):
     assert result.stdout == "ran\n", result.stderr
     assert "'expose-ro=./gone.txt'" in result.stderr
     assert "does not exist: the rule grants nothing" in result.stderr
+
+
+def test_a_log_rotates_on_every_run_not_only_the_first(sb: Runner, project: Path):
+    # The second run finds the files there: each is renamed away and made again, a new
+    # file the kernel grants through the directory, as on the first run.
+    rules = "".join(f"expose-rw=./out/app.log{n}\n" for n in ("", ".1", ".2"))
+    script = _project(
+        project,
+        "import logging.handlers\n"
+        "rotate = logging.handlers.RotatingFileHandler\n"
+        "handler = rotate('out/app.log', maxBytes=50, backupCount=2)\n"
+        "log = logging.getLogger('x')\n"
+        "log.addHandler(handler)\n"
+        "for i in range(10):\n"
+        "    log.warning('line %d of the log', i)\n"
+        "print('LOGGED')\n",
+        rules + "python-import=logging\npython-import=os\n",
+    )
+    for _ in range(3):
+        result = sb(script)
+        assert result.stdout == "LOGGED\n", result.stderr
+        assert result.stderr == ""
+    assert sorted(os.listdir(project / "out")) == ["app.log", "app.log.1", "app.log.2"]

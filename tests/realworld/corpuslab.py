@@ -72,6 +72,10 @@ class Outcome:
         assert self.learned.stdout, self.shown()
         assert self.enforced.returncode == 0, self.shown()
         assert normalise(self.enforced.stdout) == normalise(self.learned.stdout), self.shown()
+        # A refusal a library swallows (logging's rotation prints it and goes on) shows
+        # on stderr only.
+        assert "is refused" not in self.enforced.stderr, self.shown()
+        assert "Error" not in self.enforced.stderr, self.shown()
         # Native and dynamic code are checked apart, below: the rest is the program's use.
         rules = {_interpreter(r) for r in self.rules if not r.endswith(NATIVE_OR_DYNAMIC)}
         assert rules == expected, self.shown()

@@ -141,7 +141,12 @@ class FileJudge:
                 parent = self.exposure(path.rpartition("/")[0] or "/")
                 if (parent is None or not parent.writable) and not _creatable(rule):
                     return Verdict(False, rule.origin, hidden=False, fix=EXPOSURE_ROOT)
-            if access is Access.DELETE and (path in self._anchors or path in self._anchor_parents):
+            own_file = path == rule.path and _creatable(rule)  # nothing below a file
+            if (
+                access is Access.DELETE
+                and not own_file
+                and (path in self._anchors or path in self._anchor_parents)
+            ):
                 # Rules name paths: renaming a directory above a narrower rule (a
                 # read-only part, an ignored one) would carry its files out of that rule.
                 return Verdict(False, rule.origin, hidden=False, fix=HOLDS_RULES)
