@@ -176,8 +176,10 @@ def _parent(path: str) -> str:
 #: (see ``ConfinementPlan.create``): the system's, and homes, where a file beside the one
 #: named (``~/.bashrc``, ``/etc/passwd``) or below it (``~/.ssh/authorized_keys``) would
 #: hand a program the sandbox starts the machine. A file there is granted only if it exists.
-_WIDE_ROOTS = ("/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/dev", "/proc")
-_WIDE_ROOTS += ("/sys", "/var", "/run", "/snap")
+_WIDE_ROOTS = (
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/dev", "/proc", "/sys",
+    "/var", "/run", "/snap",
+)  # fmt: skip
 
 
 def _wide(directory: str) -> bool:
