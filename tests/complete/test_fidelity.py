@@ -268,12 +268,12 @@ def test_is_in_sandbox(sb: Runner, py: Runner, project: Path) -> None:
 
 
 def test_config_errors_exit_255_with_every_problem(sb: Runner, project: Path) -> None:
-    rules(project, "bogus=1\nexpose-ro=./nope\n")
+    rules(project, "bogus=1\nexpose-rw=./nope/x\n")
     result = sb("-c", "print('ran')")
     assert result.returncode == 255
     assert result.stdout == ""
     assert ".py-sandboxes(1): unknown key 'bogus'" in result.stderr
-    assert ".py-sandboxes(2): 'expose-ro=./nope'" in result.stderr
+    assert ".py-sandboxes(2): 'expose-rw=./nope/x'" in result.stderr
 
 
 def test_no_rule_file_learns_only_when_asked(sb: Runner, project: Path) -> None:

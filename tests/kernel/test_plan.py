@@ -90,3 +90,21 @@ def test_unix_sockets_only_where_the_rules_may_need_one(tmp_path: Path) -> None:
     assert not plan_of(tmp_path, "expose-ro=.").unix_sockets
     assert plan_of(tmp_path, "expose-ro=.", "expose-rw=./data").unix_sockets
     assert plan_of(tmp_path, "python-api=ALLOW:os.fork").unix_sockets  # multiprocessing
+
+
+def test_files_to_be_made_are_planned_with_their_directory(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    plan = plan_of(tmp_path, "expose-rw=./out/app.log", "expose-rw=./build/", "expose-ro=./x.db")
+    assert plan.create == (str(tmp_path / "out" / "app.log"),)
+    assert plan.create_dirs == (str(tmp_path / "build"),)
+
+
+def test_cant_gain_a_home_or_the_system_through_a_file_to_be_made(tmp_path: Path) -> None:
+    # The kernel grants a file's directory for it: never /etc, / or a home itself, where
+    # the files beside it (~/.bashrc) and below it (~/.ssh/authorized_keys) are the machine.
+    wide = [ExposeRule(p, True, False, ORIGIN) for p in ("/etc/motd", "/root/notes", "/x")]
+    policy = parse_policy(None, extra_rules=(), cwd=str(tmp_path), env={})
+    plan = compile_plan(policy, [*wide, ExposeRule("/home/me/notes", True, False, ORIGIN)], None)
+    assert plan.create == ()
+    deeper = ExposeRule("/home/me/project/app.log", True, False, ORIGIN)
+    assert compile_plan(policy, [deeper], None).create == ("/home/me/project/app.log",)

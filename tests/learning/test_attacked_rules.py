@@ -75,13 +75,17 @@ def test_the_rule_files_directory_is_never_writable(tmp_path: Path) -> None:
     (tmp_path / "sub" / "r.txt").write_text("r")
     events = [
         Event("file", str(tmp_path / "out.txt"), "create"),
-        Event("file", str(tmp_path / "gone.tmp"), "create"),  # made, then removed
+        Event("file", str(tmp_path / "gone.tmp"), "create"),  # made, then removed: made again
         Event("file", str(tmp_path), "create"),  # forged: the project itself
         Event("file", str(tmp_path / "sub" / "r.txt"), "create"),
     ]
     learned = learn(events, _context(tmp_path))
-    assert [rule.line for rule in learned.rules] == ["expose-rw=./out.txt", "expose-rw=./sub"]
-    assert any("a rule file is read there, only" in note for note in learned.skipped)
+    assert [rule.line for rule in learned.rules] == [
+        "expose-rw=./gone.tmp",
+        "expose-rw=./out.txt",
+        "expose-rw=./sub",
+    ]
+    assert any("beside a rule file are granted one by one" in n for n in learned.skipped)
 
 
 def test_a_script_in_a_home_does_not_make_its_hidden_entries_a_project(tmp_path: Path) -> None:
@@ -301,7 +305,7 @@ def test_making_a_directory_that_is_there_grants_nothing(
     result = sb("app.py", env={"HOME": str(home)})
     assert result.returncode == 0, result.stderr
     files = [r for r in granted(project / ".py-sandboxes") if r.startswith("expose")]
-    assert files == ["expose-rw=./new"]
+    assert files == ["expose-rw=./new/"]
     assert f"{home / 'Documents'}: a directory looked at, not listed" in result.stderr
 
 

@@ -78,7 +78,7 @@ def test_the_learned_rules_are_exactly_the_observed_accesses(
             "env=APP_USER=${APP_USER}",
             "env=PATH=${PATH}",  # subprocess looks "echo" up
             "expose-ro=./config.toml",  # the file, not its directory
-            "expose-rw=./out",  # the directory it created and writes in
+            "expose-rw=./out/",  # the directory it created and writes in, made again if missing
             f"net=ALLOW|tcp|127.0.0.1|{tcp.port}|OUT",
             "python-import=json",
             "python-import=os",

@@ -33,11 +33,12 @@ def test_every_error_of_every_file_reported_at_once(parse: Parse, tmp_path: Path
     (tmp_path / "inc.profile").write_text("net=ALLOW|tcp|*|99999|OUT\n")
     found = errors_of(
         parse,
-        'bogus-key=1\ninclude "inc.profile"\nexpose-ro=./missing\nos-sandbox=docker\n',
+        'bogus-key=1\ninclude "inc.profile"\nexpose-rw=./no/x\nos-sandbox=docker\n',
     )
     assert found == [
         ".py-sandboxes(1): unknown key 'bogus-key' in 'bogus-key=1'",
-        f".py-sandboxes(3): 'expose-ro=./missing': '{tmp_path}/missing' does not exist",
+        f".py-sandboxes(3): 'expose-rw=./no/x': '{tmp_path}/no/x' does not exist, nor can "
+        "its directory hold it",
         ".py-sandboxes(4): os-sandbox 'docker' is unknown: use one of landlock, unshare, "
         "bwrap, subprocess, none.",
         "inc.profile(1): 'net=ALLOW|tcp|*|99999|OUT': invalid port list '99999' "
@@ -164,12 +165,37 @@ def test_symlinked_exposure_is_stored_as_its_real_path(parse: Parse, tmp_path: P
     assert parse("expose-ro=./link\n").expose[0].path == str(tmp_path / "real")
 
 
+def test_a_file_to_be_created_is_exposed_by_its_name(parse: Parse, tmp_path: Path) -> None:
+    # A clean checkout has no app.log yet: the rule names the file the program makes.
+    policy = parse("expose-rw=./app.log\nexpose-rw=./out/\n")
+    assert [(r.path, r.writable, r.is_dir) for r in policy.expose] == [
+        (str(tmp_path / "app.log"), True, False),
+        (str(tmp_path / "out"), True, True),
+    ]
+
+
+def test_a_missing_file_to_read_is_a_warning_not_a_stop(parse: Parse, tmp_path: Path) -> None:
+    policy = parse("expose-ro=./gone.txt\n")
+    assert policy.expose == ()
+    assert policy.warnings == (
+        f".py-sandboxes(1): 'expose-ro=./gone.txt': '{tmp_path}/gone.txt' does not exist: "
+        "the rule grants nothing",
+    )
+
+
+def test_cant_create_through_a_dangling_link(parse: Parse, tmp_path: Path) -> None:
+    # A link to a missing file would grant its target once something made it there.
+    (tmp_path / "log").symlink_to(tmp_path / "elsewhere" / "secret")
+    (found,) = errors_of(parse, "expose-rw=./log\n")
+    assert "does not exist, nor can its directory hold it" in found
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
         ("expose-ro=", "the path is empty"),
         ("expose-ro=${UNSET}", "the path is empty"),
-        ("expose-rw=./nope", "does not exist"),
+        ("expose-rw=./nope/x", "does not exist"),
         ("ignore=", "the pattern is empty"),
     ],
 )

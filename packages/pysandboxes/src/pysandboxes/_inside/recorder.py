@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STDLIB = os.path.dirname(os.__file__) + "/"
 _LISTINGS = frozenset({"os.listdir", "os.scandir"})
-_MAX_SENT = 50_000
+_MAX_SENT = 100_000  # as many as the trusted side reads (MAX_EVENTS)
 
 
 _BOOTSTRAP = (

@@ -25,6 +25,9 @@ Choices, each against a leak the reference implementation had:
   output; the trusted side relays ^C to it (the terminal no longer can).
 - ``--die-with-parent``, and ``--cap-drop ALL`` so that a run started by root keeps no
   capability inside its namespaces.
+- A read-write file is not bound itself (it may not exist yet, and a mount point cannot be
+  renamed, as a rotated log is): its directory is, read-write, and Landlock inside grants
+  there only what making that file needs (regular files).
 - The rule files inside a read-write exposure are bound again, read-only, over it: the
   sandbox can neither write, remove nor replace them (a mount point cannot be renamed).
 - The options go to bwrap through a descriptor (``--args``), never its command line:
@@ -132,6 +135,14 @@ def mount_view(plan: ConfinementPlan) -> tuple[dict[str, bool], dict[str, str]]:
         _links_on_the_way(path, links)
         real = os.path.realpath(path)
         wanted[real] = wanted.get(real, False) or writable
+    for path in (*plan.create, *[p for p in plan.create_dirs if not os.path.lexists(p)]):
+        # A missing file cannot be bound, and a bound one cannot be renamed (a rotated
+        # log): its directory is bound, read-write, so that the file made there is the
+        # host's; Landlock inside keeps that directory to regular files, the Python layer
+        # to the name.
+        parent = os.path.realpath(os.path.dirname(path))
+        _links_on_the_way(parent, links)
+        wanted[parent] = True
     for path in plan.read_only:  # the rule files, whatever directory holds them
         if os.path.isfile(path):
             wanted[path] = False

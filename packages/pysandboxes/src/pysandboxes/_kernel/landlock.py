@@ -66,6 +66,14 @@ _READ = FS_READ_FILE | FS_READ_DIR
 # Read-write: everything but making device nodes (which also needs CAP_MKNOD).
 _CHANGE = FS_WRITE_FILE | FS_TRUNCATE | FS_REFER | FS_REMOVE_DIR | FS_REMOVE_FILE
 _WRITE = _READ | _CHANGE | FS_MAKE_DIR | FS_MAKE_REG | FS_MAKE_SOCK | FS_MAKE_FIFO | FS_MAKE_SYM
+#: On the directory of a planned read-write file: Landlock's rules hold inodes, so the
+#: right to make it (when missing, or again after a rename) is its directory's, for every
+#: regular file there (the Python layer keeps it to the name). Making, reading, writing,
+#: truncating and removing regular files; never a directory, a link, a socket, a
+#: listing or a rename from elsewhere (REFER).
+_CREATE = FS_MAKE_REG | FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE | FS_REMOVE_FILE
+#: Likewise for a directory the program may make (``expose-rw=./out/``): directories too.
+_CREATE_TREE = _CREATE | FS_MAKE_DIR | FS_REMOVE_DIR | FS_READ_DIR
 
 
 def _handled_fs(abi: int) -> int:
@@ -210,6 +218,10 @@ def _path_rights(plan: ConfinementPlan) -> dict[str, int]:
     grant(plan.write, _WRITE)
     grant(plan.execute, FS_EXECUTE | FS_READ_FILE)
     grant(plan.devices, FS_IOCTL_DEV)
+    # A file rule lets its file be removed and made again (a rotated log, a journal):
+    # the new file is a new inode, whose rights can only come from its directory.
+    grant([os.path.dirname(p) for p in plan.create], _CREATE)
+    grant([os.path.dirname(p) for p in plan.create_dirs if not os.path.lexists(p)], _CREATE_TREE)
     if plan.tempdir is not None:
         grant([plan.tempdir], _WRITE)
     return rights

@@ -135,10 +135,15 @@ def compile_plan(
     write: list[str] = []
     exposed: list[str] = []
     devices: list[str] = []
+    create: list[str] = []
+    create_dirs: list[str] = []
     for rule in exposures:
         if rule.path == tempdir:
             continue  # granted as the tempdir: writable, never executable
         (write if rule.writable else read).append(rule.path)
+        if rule.writable and not _wide(_parent(rule.path)):
+            # Made by the program if missing when the plan is applied (or made again).
+            (create_dirs if rule.is_dir else create).append(rule.path)
         if rule.path.startswith("/dev/"):
             devices.append(rule.path)
         else:
@@ -157,8 +162,32 @@ def compile_plan(
         tcp_connect=tcp_ports(policy.net, "OUT") if network else (),
         tcp_bind=tcp_ports(policy.net, "IN") if network else (),
         unix_sockets=may_use_unix_sockets(policy),
-        read_only=rule_files_inside(policy, write),
+        read_only=rule_files_inside(policy, [*write, *map(_parent, [*create, *create_dirs])]),
+        create=_unique(create),
+        create_dirs=_unique(create_dirs),
     )
+
+
+def _parent(path: str) -> str:
+    return path.rpartition("/")[0] or "/"
+
+
+#: Directories whose regular files the kernel never grants for the sake of one file rule
+#: (see ``ConfinementPlan.create``): the system's, and homes, where a file beside the one
+#: named (``~/.bashrc``, ``/etc/passwd``) or below it (``~/.ssh/authorized_keys``) would
+#: hand a program the sandbox starts the machine. A file there is granted only if it exists.
+_WIDE_ROOTS = (
+    "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib64", "/boot", "/dev", "/proc", "/sys",
+    "/var", "/run", "/snap",
+)  # fmt: skip
+
+
+def _wide(directory: str) -> bool:
+    if directory in ("/", "/home", "/root", "/tmp", "/mnt", "/media", "/opt", "/srv"):
+        return True
+    if directory.startswith("/home/") and directory.count("/") == 2:
+        return True  # a home itself (its subdirectories are the user's projects)
+    return any(directory == root or directory.startswith(root + "/") for root in _WIDE_ROOTS)
 
 
 def rule_files_inside(policy: Policy, write: Iterable[str]) -> tuple[str, ...]:

@@ -87,12 +87,36 @@ def expose_rule(builder: Builder, rule: RawRule) -> None:
     written = os.path.normpath(os.path.join(rule.base, expanded))
     # /proc/self names the sandboxed process, not the one reading the rules.
     path = written if _is_proc_self(written) else os.path.realpath(written)
+    is_dir = os.path.isdir(path)
     if not os.path.exists(path):
-        builder.issue(origin, f"'{origin.text}': '{path}' does not exist")
-        return
-    builder.add("expose", ExposeRule(path, rule.key == "expose-rw", os.path.isdir(path), origin))
+        missing = _missing_exposure(builder, rule, written)
+        if missing is None:
+            return
+        path, is_dir = missing, expanded.endswith("/")  # "./out/": a directory to make
+    builder.add("expose", ExposeRule(path, rule.key == "expose-rw", is_dir, origin))
     if path != written:
         builder.add("expose-links", (written, origin))
+
+
+def _missing_exposure(builder: Builder, rule: RawRule, written: str) -> str | None:
+    """The path a rule naming a missing file grants, or ``None`` (with a warning or an
+    issue). ``expose-rw=`` names a file the program may create (a log, a database and its
+    journal, in a clean checkout too), or with a final ``/`` a directory it may make
+    (``expose-rw=./out/``): granted when its parent exists. A missing ``expose-ro=``
+    target has nothing to read: a warning, and no rule."""
+    origin = rule.origin
+    if rule.key != "expose-rw":
+        message = f"'{origin.text}': '{written}' does not exist: the rule grants nothing"
+        builder.warn(origin, message)
+        return None
+    parent = os.path.realpath(os.path.dirname(written))
+    if os.path.islink(written) or not os.path.isdir(parent):
+        # A dangling link would grant its target once made; a missing directory is a typo
+        # more often than a place the program makes (which an expose-rw= of it says).
+        message = f"'{origin.text}': '{written}' does not exist, nor can its directory hold it"
+        builder.issue(origin, message)
+        return None
+    return os.path.join(parent, os.path.basename(written))
 
 
 def links_in_writable_exposures(

@@ -99,6 +99,15 @@ class FileJudge:
         """Whether creating ``path`` (by rename or link) could put a protected file there."""
         return path in self._protected or path in self._protected_parents
 
+    def link_replaces(self, path: str) -> ExposeRule | None:
+        """The file rule a link made at ``path`` would replace, if any: its next run would
+        follow the link to its target."""
+        rule = self._exposures.get(path)
+        if rule is None or rule.is_dir:
+            return None
+        parent = self.exposure(path.rpartition("/")[0] or "/")
+        return rule if parent is None or not parent.writable else None
+
     def leads_to_exposure(self, path: str) -> bool:
         """Whether ``path`` is a directory above an exposure (its existence is no secret)."""
         return path in self._leading
@@ -120,6 +129,8 @@ class FileJudge:
             return Verdict(False, None, hidden=False, fix=PLANTED_RULES)
         if rule is None:
             key = "expose-rw" if access.modifies else "expose-ro"
+            if access.modifies and path.startswith(SHARED_MEMORY + "/"):
+                path = SHARED_MEMORY  # its names are made up per run: the place is the rule
             return Verdict(False, None, hidden=True, fix=f"{key}={path}")
         if access.modifies and not rule.writable:
             return Verdict(False, rule.origin, hidden=False, fix=f"expose-rw={path}")
@@ -128,15 +139,30 @@ class FileJudge:
                 # The exposed path itself is an entry of its parent: replacing it (by a
                 # symlink, say) would change what the rule names on the next run.
                 parent = self.exposure(path.rpartition("/")[0] or "/")
-                if parent is None or not parent.writable:
+                if (parent is None or not parent.writable) and not _creatable(rule):
                     return Verdict(False, rule.origin, hidden=False, fix=EXPOSURE_ROOT)
-            if access is Access.DELETE and (path in self._anchors or path in self._anchor_parents):
+            own_file = path == rule.path and _creatable(rule)  # nothing below a file
+            if (
+                access is Access.DELETE
+                and not own_file
+                and (path in self._anchors or path in self._anchor_parents)
+            ):
                 # Rules name paths: renaming a directory above a narrower rule (a
                 # read-only part, an ignored one) would carry its files out of that rule.
                 return Verdict(False, rule.origin, hidden=False, fix=HOLDS_RULES)
         return Verdict(True, rule.origin)
 
 
+def _creatable(rule: ExposeRule) -> bool:
+    """Whether the program may create, remove and rename the file ``rule`` names: an
+    ``expose-rw=`` of a file (a log it rotates, a database and its journal). A symbolic
+    link made there is refused by the file guard (see ``link_replaces``), so the
+    name still means a file of the program's on the next run."""
+    return rule.writable and not rule.is_dir
+
+
+#: Where POSIX semaphores and shared memory live, under names made up per run.
+SHARED_MEMORY = "/dev/shm"
 #: ``Verdict.fix`` of a refused change to an exposed path itself, from outside its parent.
 EXPOSURE_ROOT = "<exposure-root>"
 #: ``Verdict.fix`` of a refused removal or rename of a directory narrower rules name.

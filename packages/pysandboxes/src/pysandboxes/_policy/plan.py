@@ -59,6 +59,13 @@ class ConfinementPlan:
             where one connects (any socket file of the host), so they are refused unless
             the rules may need one: a read-write exposure (where a socket may live) or
             programs to start (``multiprocessing`` talks through them).
+        create: files of ``write`` the program may make (they may be missing when the plan
+            is applied), remove and make again: a kernel that holds rights on existing
+            inodes grants them in the file's directory (see docs/configuration.md, "Files
+            that do not exist yet"). Never a file of the system's directories or of a home
+            itself: those are granted only as they exist.
+        create_dirs: directories of ``write`` the program may make (``expose-rw=./out/``),
+            granted in their parent while they are missing.
         read_only: files inside ``write`` that must stay unchanged (the rule files):
             Landlock cannot take a file back from a directory it granted, a read-only bind
             of the file onto itself in a mount namespace can.
@@ -76,6 +83,8 @@ class ConfinementPlan:
     scope_abstract_sockets: bool = True
     unix_sockets: bool = True
     read_only: tuple[str, ...] = ()
+    create: tuple[str, ...] = ()
+    create_dirs: tuple[str, ...] = ()
 
 
 @record

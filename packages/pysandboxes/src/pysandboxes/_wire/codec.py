@@ -90,28 +90,36 @@ def decode_event(line: bytes) -> Event | None:
 
 
 def decode_events(chunks: Iterable[bytes]) -> tuple[list[Event], int]:
-    """Split a byte stream into events; return them and the number of lines dropped.
+    """Split a byte stream into events; return them and the number of lines dropped
+    (malformed, and past ``MAX_EVENTS``: see ``read_events`` to tell them apart)."""
+    events, malformed, beyond = read_events(chunks)
+    return events, malformed + beyond
 
-    A line cut short (the child died while writing it) or malformed is dropped, and so
-    is everything past ``MAX_EVENTS``.
-    """
+
+def read_events(chunks: Iterable[bytes]) -> tuple[list[Event], int, int]:
+    """Split a byte stream into events; return them, the number of malformed lines (a
+    line cut short because the child died while writing it, or not an event), and the
+    number of events past ``MAX_EVENTS``, which are not read."""
     events: list[Event] = []
-    dropped = 0
+    malformed = beyond = 0
     pending = b""
     for chunk in chunks:
         pending += chunk
         *lines, pending = pending.split(b"\n")  # one pass per chunk, never per byte
         if len(pending) > MAX_LINE:
-            pending, dropped = b"", dropped + 1  # an endless line: never one event
+            pending, malformed = b"", malformed + 1  # an endless line: never one event
         for line in lines:
-            event = decode_event(line) if len(events) < MAX_EVENTS else None
+            if len(events) >= MAX_EVENTS:
+                beyond += bool(line.strip())
+                continue
+            event = decode_event(line)
             if event is None:
-                dropped += bool(line.strip())
+                malformed += bool(line.strip())
             else:
                 events.append(event)
     if pending.strip():
-        dropped += 1  # the last line had no end: the child died while writing it
-    return events, dropped
+        malformed += 1  # the last line had no end: the child died while writing it
+    return events, malformed, beyond
 
 
 def decode_value(

@@ -29,8 +29,9 @@ FAMILIES: dict[str, frozenset[str]] = {
 #: Longest line accepted; a longer one is dropped whole. PIPE_BUF: a write of at most
 #: this size is atomic, so events written by several threads never interleave.
 MAX_LINE = 4096
-#: Most events read from one run; the rest are dropped (and counted).
-MAX_EVENTS = 20_000
+#: Most events read from one run (a program reading 25,000 files sends one event each);
+#: the rest are not read, and counted.
+MAX_EVENTS = 100_000
 MAX_TEXT = 4096
 MAX_ADDRESSES = 32
 FIELDS = frozenset({"f", "n", "a", "p", "port", "ips", "w"})

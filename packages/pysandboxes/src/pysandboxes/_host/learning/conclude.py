@@ -117,9 +117,10 @@ def show(summary: Summary, renderer: str = "") -> None:
 def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: str) -> Summary:
     sys.path[:0] = [p for p in plan.path if p not in sys.path]
     from pysandboxes._host.learning.rules import Context, drop_contradictions, learn
-    from pysandboxes._wire.codec import decode_events
+    from pysandboxes._wire.codec import read_events
+    from pysandboxes._wire.events import MAX_EVENTS
 
-    events, dropped = decode_events(chunks)
+    events, malformed, beyond = read_events(chunks)
     events = [e for e in events if e.family != "result"] + list(seen)
     context = Context(
         os.path.dirname(plan.output),
@@ -133,9 +134,15 @@ def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: s
     learned = learn(events, context)
     if os.path.basename(plan.output) != "pyproject.toml":
         learned = drop_contradictions(learned, _read(plan.output))
-    notes = list(learned.skipped)
-    if dropped:
-        notes.append(f"{dropped} malformed event(s) from the program were ignored")
+    notes = _short(learned.skipped)
+    if beyond:
+        notes.append(
+            f"the program did more than {MAX_EVENTS} distinct things to learn: the "
+            f"{beyond} after those were not read, and may need rules of their own "
+            "(run again to learn them)"
+        )
+    if malformed:
+        notes.append(f"{malformed} event line(s) that were not events were ignored")
     if plan.relaxed:
         notes.append(plan.relaxed)
     if plan.advice:
@@ -165,6 +172,17 @@ def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: s
     else:
         notes.append(f"nothing new to learn; {shown} is unchanged")
     return _summary(learned, notes, shown)
+
+
+#: Most notes and rows of one kind the summary shows; the rest are counted.
+SHOWN = 12
+
+
+def _short(notes: Sequence[str]) -> list[str]:
+    """The notes, the first ``SHOWN`` of them and a count of the others."""
+    if len(notes) <= SHOWN:
+        return list(notes)
+    return [*notes[:SHOWN], f"and {len(notes) - SHOWN} more accesses that gave no rule"]
 
 
 def _code_roots(commands: Sequence[str] = ()) -> frozenset[str]:
@@ -212,10 +230,24 @@ def _summary(learned: Learned, notes: list[str], shown: str, *, unwritten: bool 
     title = _printable(f"python-sb learned {len(learned.rows)} rule(s) for {shown}")
     # What the program named (paths, code locations) reaches a terminal: no control codes.
     rows = tuple(
-        (family, _printable(rule), _printable(where)) for family, rule, where in learned.rows
+        (family, _printable(rule), _printable(where)) for family, rule, where in _grouped(learned)
     )
     lines = tuple(_printable(rule.line) for rule in learned.rules) if unwritten else ()
     return Summary(title, rows, tuple(_printable(note) for note in notes), lines)
+
+
+def _grouped(learned: Learned) -> list[tuple[str, str, str]]:
+    """The summary's rows by family, at most ``SHOWN`` of each, the others counted (the
+    rule file holds them all)."""
+    families: dict[str, list[tuple[str, str, str]]] = {}
+    for row in learned.rows:
+        families.setdefault(row[0], []).append(row)
+    rows: list[tuple[str, str, str]] = []
+    for family, members in families.items():
+        rows += members[:SHOWN]
+        if len(members) > SHOWN:
+            rows.append((family, f"... and {len(members) - SHOWN} more {family} rules", "-"))
+    return rows
 
 
 def _printable(text: str) -> str:

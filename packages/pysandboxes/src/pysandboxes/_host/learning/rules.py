@@ -5,11 +5,10 @@ Runs on the trusted side, after the program ended, on events already validated b
 lying child can at worst ask for rights the user then reviews, never for a directory
 collapse, a rule file, or a value of the environment:
 
-- a file read grants that file; a directory is granted only when the program listed it,
-  created in it or removed from it, and never a sensitive one (``/``, ``/etc``, ``~``,
-  ``~/.ssh``, the parents of the working directory...): the files themselves then;
-- paths are written relative to the rule file (``./data/in.txt``), to ``~`` or to a
-  ``${VAR}`` such as ``${VIRTUAL_ENV}`` when that is what they are;
+- files as ``filerules`` learns them: a file read grants that file, a directory only
+  when the program listed it, created or removed in it, or used many files below it,
+  and never a sensitive one; paths are written relative to the rule file
+  (``./data/in.txt``), to ``~`` or to a ``${VAR}`` such as ``${VIRTUAL_ENV}``;
 - one ``net=`` rule per host name the program used and direction, with the ports seen;
   an ephemeral bind (port 0) needs no rule;
 - ``env=NAME=${NAME}`` for variables that exist on the host; never a value;
@@ -19,18 +18,11 @@ collapse, a rule file, or a value of the environment:
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 
-from pysandboxes._host.learning.places import (
-    Context,
-    home_hidden,
-    secret_file,
-    secret_variable,
-    sensitive_directories,
-    system_tree,
-)
+from pysandboxes._host.learning.filerules import file_rules
+from pysandboxes._host.learning.places import Context, secret_variable
 from pysandboxes._policy.registry import DANGEROUS_CATEGORIES, SENSITIVE_FUNCTIONS
 from pysandboxes._policy.writer import LearnedRule
 from pysandboxes._record import record
@@ -58,24 +50,6 @@ GROUPS = (
     "⚠ Deprecated Python module",
     "External modules (Are you sure about the origin?)",
 )
-_VERBS = {
-    "read": "read by",
-    "write": "written by",
-    "create": "created by",
-    "delete": "removed by",
-    "execute": "run by",
-    "list": "listed by",
-}
-_UNSAFE_PATH = re.compile(r"[\x00-\x1f\x7f#$\"'\\]|(^|/)\s|\s($|/)")
-
-
-def _unsafe_path(path: str) -> bool:
-    """Whether a rule line cannot hold ``path`` as it reads: a comment or reference
-    character, spaces a parser strips, or any character that is not printable (a line
-    separator would make the writer refuse every rule; a bidi control shows another name)."""
-    return _UNSAFE_PATH.search(path) is not None or not path.isprintable()
-
-
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _QUALNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
@@ -94,30 +68,6 @@ class Learned:
     rules: tuple[LearnedRule, ...]
     rows: tuple[tuple[str, str, str], ...]
     skipped: tuple[str, ...]
-
-
-#: More file events than this are summarised, not learned one by one: minimising rules
-#: must stay quick whatever a program (or a forged event stream) reports.
-MAX_FILE_EVENTS = 5000
-
-
-def display_path(path: str, context: Context) -> str:
-    """``path`` as the rule file should name it: ``./x``, ``~/x``, ``${VAR}/x`` or as is."""
-    base = context.rule_dir.rstrip("/")
-    if path == base:
-        return "."
-    if path.startswith(base + "/"):
-        return "./" + path[len(base) + 1 :]
-    for name, value in context.variables:
-        value = value.rstrip("/")
-        if value and (path == value or path.startswith(value + "/")) and "}" not in value:
-            # With the value as default: an unset variable must not leave "/..." behind
-            # ("${VIRTUAL_ENV}/bin" would grant /bin on a run without the venv).
-            return "${" + name + ":-" + value + "}" + path[len(value) :]
-    home = context.home.rstrip("/")
-    if home and (path == home or path.startswith(home + "/")):
-        return "~" + path[len(home) :]
-    return path
 
 
 def learn(events: Iterable[Event], context: Context) -> Learned:
@@ -183,109 +133,10 @@ def _env(out: _Out, events: Sequence[Event], context: Context) -> None:
 
 
 def _files(out: _Out, events: Sequence[Event], context: Context) -> None:
-    sensitive = sensitive_directories(context)
-    # A directory holding a rule file is never granted writable: the kernel layer cannot
-    # keep one file of a writable directory read-only, so a shell the program may start
-    # would rewrite the rules of the next run.
-    holders = {a for f in context.rule_files for a in _ancestors(os.path.realpath(f))}
-    grants: dict[str, tuple[bool, Event]] = {}  # path -> (writable, first event)
-    looked: list[str] = []  # directories only looked at: no rule, they lead nowhere new
-
-    def grant(path: str, writable: bool, event: Event) -> None:
-        known = grants.get(path)
-        grants[path] = (writable or (known is not None and known[0]), known[1] if known else event)
-
-    if len(events) > MAX_FILE_EVENTS:
-        out.skipped.append(
-            f"{len(events)} file accesses: only the first {MAX_FILE_EVENTS} are learned"
-        )
-        events = events[:MAX_FILE_EVENTS]
-    for event in events:
-        if not event.name.startswith("/") or event.name.startswith("//"):
-            continue  # not a real path ("//x" would keep its two slashes through normpath)
-        # Judged and written as the kernel resolves it: a link the program planted
-        # ("data" -> "/") must not make an innocent-looking rule grant its target.
-        path = os.path.realpath(event.name)
-        if "/__pycache__" in path:
-            continue  # the import system's cache, which may fail freely
-        if path in context.rule_files or path.startswith(("/proc/", "/sys/")):
-            out.skipped.append(f"{path}: {event.access} not learned (system or rule file)")
-            continue
-        exists, is_dir = os.path.lexists(path), os.path.isdir(path)
-        if event.access in ("read", "execute", "write"):
-            if not exists:
-                continue  # a probe for a missing file: it stays missing, as it was
-            if is_dir:
-                looked.append(path)
-                continue
-            grant(path, event.access == "write", event)
-        elif event.access == "list":
-            if path in sensitive:
-                out.skipped.append(f"{path}: listed, but a sensitive directory is never granted")
-            elif is_dir:
-                grant(path, False, event)
-        elif path in sensitive or (is_dir and path in holders):
-            # mkdir of an existing ~ or rmdir of /etc: neither it nor its parent is granted.
-            out.skipped.append(f"{path}: {event.access} of a sensitive directory: not granted")
-        elif event.access == "create" and is_dir:
-            grant(path, True, event)  # a directory the program made: the place it writes
-        else:  # create or delete: the directory's entries change
-            parent = os.path.dirname(path)
-            closed = parent in sensitive or parent in holders
-            if not closed and os.path.isdir(parent):
-                grant(parent, True, event)
-            elif exists:
-                grant(path, True, event)
-                why = "a rule file is read there" if parent in holders else "sensitive"
-                out.skipped.append(f"{parent}: {why}, only {path} is granted")
-            else:
-                why = "a directory holding a rule file" if parent in holders else "sensitive"
-                out.skipped.append(f"{path}: {event.access} in {why} {parent}: not granted")
-    granted_below = {ancestor for p in grants for ancestor in _ancestors(p)} | set(grants)
-    for path in dict.fromkeys(looked):
-        if path not in granted_below:
-            out.skipped.append(f"{path}: a directory looked at, not listed: not granted")
-    for path in sorted(grants):
-        writable, event = grants[path]
-        if _covered(path, writable, grants):
-            continue
-        if system_tree(path, context) and (writable or os.path.isdir(path)):
-            out.skipped.append(
-                f"{path}: {'writing' if writable else 'a directory'} in the system's or the "
-                "interpreter's trees, the PATH or a home's hidden entries is never learned: "
-                "add the rule yourself if you mean it"
-            )
-            if os.path.isdir(path) or home_hidden(path, context):
-                continue
-            writable = False  # a system file may still be read, as the program did
-        shown = display_path(path, context)
-        if _unsafe_path(path):
-            out.skipped.append(f"{path!r}: a name a rule line cannot hold safely: not granted")
-            continue
-        key = "expose-rw" if writable else "expose-ro"
-        secret = secret_file(path, context)
-        line = f"{key}={shown}"
-        out.add("files", "files", line, _VERBS[event.access], event.where, secret=secret)
-
-
-def _ancestors(path: str) -> list[str]:
-    """The directories above ``path``, nearest first (never ``path`` itself)."""
-    found: list[str] = []
-    while True:
-        parent = os.path.dirname(path)
-        if parent == path:
-            return found
-        found.append(parent)
-        path = parent
-
-
-def _covered(path: str, needs_write: bool, grants: dict[str, tuple[bool, Event]]) -> bool:
-    """Whether a directory granted above ``path`` already gives what it needs."""
-    for ancestor in _ancestors(path):
-        known = grants.get(ancestor)
-        if known is not None and (known[0] or not needs_write) and os.path.isdir(ancestor):
-            return True
-    return False
+    rules, skipped = file_rules(events, context)
+    for rule in rules:
+        out.add("files", "files", rule.line, rule.note, rule.where, secret=rule.secret)
+    out.skipped += skipped
 
 
 def _net(out: _Out, events: Sequence[Event]) -> None:

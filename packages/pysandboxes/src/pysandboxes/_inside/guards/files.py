@@ -22,6 +22,7 @@ from pysandboxes._inside.guards.pathargs import (
 from pysandboxes._inside.guards.paths import is_magic
 from pysandboxes._inside.guards.pinned import is_pinned
 from pysandboxes._inside.guards.values import plain_int
+from pysandboxes._policy.judge import EXPOSURE_ROOT
 from pysandboxes._policy.model import Access, Verdict
 
 TYPE_CHECKING = False
@@ -168,8 +169,8 @@ class FileGuard:
             and access.modifies
             and not is_pinned(named)
             # shutil's events are advisory; sockets, sqlite and shared memory open in C,
-            # with no pinned form
-            and not api.startswith(("socket.", "shutil.", "sqlite3.", "_posixshmem."))
+            # with no pinned form, and so do semaphores (_multiprocessing)
+            and not api.startswith(("socket.", "shutil.", "sqlite3.", "_posixshmem.", "_multip"))
             and self.judge.writable_directory(real.rpartition("/")[0] or "/")
         ):
             # In a writable directory a swap can redirect an unpinned change after this
@@ -350,9 +351,17 @@ class FileGuard:
 
     def _symlink_event(self, args: tuple[Any, ...]) -> None:
         self.forget()
-        self._new_name(args[1], "os.symlink", args[2])
+        real = self._new_name(args[1], "os.symlink", args[2])
+        replaced = self.judge.link_replaces(real) if real is not None else None
+        if real is not None and replaced is not None:
+            # A file rule lets its file be made and removed, never become a link: the
+            # next run would grant the link's target.
+            verdict = Verdict(False, replaced.origin, hidden=False, fix=EXPOSURE_ROOT)
+            self.enforcer.refuse_file(
+                FileAccess(exact_path(args[1]) or real, real, _CREATE, "os.symlink"), verdict
+            )
 
-    def _new_name(self, path: object, api: str, dir_fd: object) -> None:
+    def _new_name(self, path: object, api: str, dir_fd: object) -> str | None:
         """A rename, link or symlink creates ``path``: also refused where it would bring
         a protected file into being (a directory renamed onto a missing include's)."""
         real = self.check(path, _CREATE, api, dir_fd, follow=False)
@@ -361,6 +370,7 @@ class FileGuard:
                 FileAccess(exact_path(path) or real, real, _CREATE, api),
                 Verdict(False, None, hidden=False),
             )
+        return real
 
     def _copy_event(self, args: tuple[Any, ...]) -> None:
         src, dst = args[0], args[1]
