@@ -15,6 +15,7 @@ import sys
 from pysandboxes import _mode
 from pysandboxes._inside import runner as _runner
 from pysandboxes._inside.enforce import Enforcing, Messages
+from pysandboxes._inside.evaluation import patch as _evaluation
 from pysandboxes._inside.guards import dnspins, filewraps
 from pysandboxes._inside.guards.audit import AuditHook
 from pysandboxes._inside.guards.calls import FORK_EXEC_FAMILY, CallGuard
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from types import CodeType
 
     from pysandboxes._inside.enforce import Enforcer
+    from pysandboxes._policy.model import Policy
     from pysandboxes._wire.spec import Program
 
 
@@ -133,9 +135,21 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     # Before the hook, which guards the functions these build (and judges their making).
     dnspins.install(policy.pins, sealed_globals)
     filewraps.install(files.metadata_seen, sealed_globals)
+    _guard_evaluation(policy, api, dynamic.ambient)
     hook.install()
     _hide(internal)
     return judge
+
+
+def _guard_evaluation(policy: Policy, api: ApiJudge, ambient: Callable[[str], bool]) -> None:
+    """The ``eval-*`` profiles: guarded ``eval``/``exec``/``compile`` with a default one,
+    unless ``python-api`` grants them raw (with ``eval-*`` lines, a config error)."""
+    from pysandboxes._policy.evaluation import profiles
+
+    found = profiles(policy.eval)
+    if any(api.judge(f"builtins.{name}").allowed for name in ("eval", "exec", "compile")):
+        found.pop("", None)
+    _evaluation.install(found, ambient)
 
 
 def _enforcer(spec: LaunchSpec) -> Enforcer:

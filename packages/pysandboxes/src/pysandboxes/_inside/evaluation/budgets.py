@@ -1,0 +1,206 @@
+"""One run's budgets and the helpers the rewritten code calls.
+
+The counters are the run's own (a ``Run`` per evaluation): iterations and ``while``
+passes, the depth of calls, the deadline, and the size a result may reach. A budget
+spent raises ``EvalInterrupted``, again at every later step if the code catches it, so
+that the caller always gets it. Builtins that consume an iterable in C (``sum``,
+``sorted``, ``list``...) are handed a metered iterator, so that ``sum(range(10**12))``
+stops with the budget rather than run on in C.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import time
+
+from pysandboxes._policy.evaluation import FORMATTERS, FRAME_ATTRIBUTES, HIERARCHY_WALKS
+from pysandboxes.errors import EvalInterrupted, RuleEvalPermissionError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+    from typing import Any
+
+    from pysandboxes._policy.evaluation import EvalProfile
+
+_monotonic = time.monotonic
+#: Builtins that consume an iterable argument in C.
+_CONSUMERS = frozenset(
+    id(f)
+    for f in (sum, sorted, list, tuple, set, frozenset, min, max, any, all, bytes, bytearray)
+)
+_SPREADING = frozenset(id(f) for f in (map, filter, zip, enumerate, reversed))
+_ATTRIBUTE_READERS = frozenset(id(f) for f in (getattr, hasattr, setattr, delattr))
+_WIDENING = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs"})
+_PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\d+|\*)?(?:\.(\d+|\*))?")
+from _string import formatter_parser as _formatter_parser  # noqa: E402
+
+
+class _Metered:
+    __slots__ = ("_it", "_run")
+
+    def __init__(self, run: Run, iterable: object) -> None:
+        self._run = run
+        self._it = iter(iterable)  # type: ignore[call-overload]
+
+    def __iter__(self) -> _Metered:
+        return self
+
+    def __next__(self) -> object:
+        self._run.tick()
+        return next(self._it)
+
+
+class Run:
+    """The budgets of one evaluation, and the helpers its code calls."""
+
+    __slots__ = ("depth", "deadline", "profile", "spent", "steps", "attribute_ok")
+
+    def __init__(self, profile: EvalProfile, attribute_ok: Callable[[str], bool]) -> None:
+        self.profile = profile
+        self.steps = 0
+        self.depth = 0
+        self.spent: str | None = None
+        self.deadline = _monotonic() + profile.timeout
+        self.attribute_ok = attribute_ok
+
+    def helpers(self) -> dict[str, object]:
+        """The names the rewritten code calls."""
+        return {
+            "__sb_call": self.call,
+            "__sb_iter": self.iterate,
+            "__sb_tick": self.tick,
+            "__sb_binop": self.binop,
+            "__sb_format": self.format,
+        }
+
+    def stop(self, key: str, value: object) -> EvalInterrupted:
+        self.spent = f"{self.profile.key(key)}={value}"
+        return EvalInterrupted(self.spent)
+
+    def tick(self) -> None:
+        steps = self.steps = self.steps + 1
+        if self.spent is not None:
+            raise EvalInterrupted(self.spent)
+        if steps > self.profile.max_iterations:
+            raise self.stop("max-iterations", self.profile.max_iterations)
+        if not steps & 255 and _monotonic() > self.deadline:
+            raise self.stop("timeout", f"{self.profile.timeout:g}s")
+
+    def iterate(self, iterable: object) -> _Metered:
+        return _Metered(self, iterable)
+
+    def call(self, function: Any, /, *args: Any, **kwargs: Any) -> Any:
+        self.tick()
+        if _monotonic() > self.deadline:
+            raise self.stop("timeout", f"{self.profile.timeout:g}s")
+        key = id(function)
+        if key in _CONSUMERS or key in _SPREADING:
+            args = self._consumed(function, args)
+        elif key in _ATTRIBUTE_READERS and len(args) > 1:
+            self._attribute(args[1])
+        elif key == id(pow) and len(args) == 2:
+            self._size("**", args[0], args[1])
+        elif type(getattr(function, "__self__", None)) in (str, bytes):
+            args = self._method(function, args)
+        if self.depth >= self.profile.max_call_depth:
+            raise self.stop("max-call-depth", self.profile.max_call_depth)
+        self.depth += 1
+        try:
+            return function(*args, **kwargs)
+        finally:
+            self.depth -= 1
+
+    def _consumed(self, function: object, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        if function in (bytes, bytearray) and args and type(args[0]) is int:
+            self._check(args[0], f"{function.__name__}({args[0]})")  # type: ignore[attr-defined]
+            return args
+        if function in (min, max) and len(args) != 1:
+            return args
+        return tuple(
+            a if isinstance(a, (str, bytes, int, float)) else _Metered(self, a) for a in args
+        )
+
+    def _attribute(self, name: object) -> None:
+        if type(name) is not str or not self.attribute_ok(name):
+            raise RuleEvalPermissionError(
+                f"attribute {name!r} is refused by the eval guard ({self.profile.label}): "
+                f"add '{self.profile.key('attribute')}={name}' to allow it"
+                if type(name) is str and name not in FRAME_ATTRIBUTES | HIERARCHY_WALKS
+                else f"attribute {name!r} is refused by the eval guard: no rule allows it"
+            )
+
+    def _method(self, method: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        name = getattr(method, "__name__", "")
+        if name in FORMATTERS:
+            for _, field, _, _ in _formatter_parser(method.__self__):
+                if field and ("." in field or "[" in field):
+                    raise RuleEvalPermissionError(
+                        f"the format field {{{field}}} reads attributes or items of its "
+                        "argument: refused by the eval guard, no rule allows it"
+                    )
+        elif name in _WIDENING and args and type(args[0]) is int:
+            self._check(args[0], f"{name}({args[0]})")
+        elif name == "join" and args:
+            parts = list(_Metered(self, args[0]))
+            total = sum(len(a) for a in parts if isinstance(a, (str, bytes)))
+            self._check(total + len(method.__self__) * len(parts), "join")
+            return (parts, *args[1:])
+        return args
+
+    def _check(self, size: int, what: str) -> None:
+        limit = self.profile.max_alloc
+        if size > limit:
+            raise RuleEvalPermissionError(
+                f"{what} would allocate about {size} bytes, more than "
+                f"{self.profile.key('max-alloc')}={limit}: refused by the eval guard before "
+                f"it is computed. Add '{self.profile.key('max-alloc')}={-(-size // 10**6)}MB' "
+                "to the rule file to allow it."
+            )
+
+    def _size(self, symbol: str, left: Any, right: Any) -> None:
+        if symbol == "**" and type(left) in (int, bool) and type(right) in (int, bool):
+            if right > 0 and abs(left) > 1:
+                self._check(left.bit_length() * right // 8, f"{left} ** {right}")
+        elif symbol == "<<" and type(left) in (int, bool) and type(right) is int:
+            self._check(right // 8, f"{left} << {right}")
+        elif symbol == "*":
+            for seq, n in ((left, right), (right, left)):
+                if isinstance(seq, (str, bytes, list, tuple, bytearray)) and type(n) is int:
+                    each = 8 if isinstance(seq, (list, tuple)) else 1
+                    self._check(len(seq) * n * each, f"a sequence of {len(seq)} repeated {n} times")
+        elif symbol == "%" and isinstance(left, (str, bytes)):
+            self._percent(left if type(left) is str else left.decode("latin-1"), right)
+
+    def _percent(self, template: str, values: Any) -> None:
+        values = values if type(values) is tuple else (values,)
+        stars = [v for v in values if type(v) is int]
+        for match in _PERCENT.finditer(template):
+            for width in match.groups():
+                if width == "*":
+                    for value in stars:
+                        self._check(abs(value), f"a '%*' padding of {value}")
+                elif width:
+                    self._check(int(width), f"a '%' padding of {width}")
+
+    def binop(self, symbol: str, left: Any, right: Any) -> Any:
+        self._size(symbol, left, right)
+        if symbol == "**":
+            return left**right
+        if symbol == "*":
+            return left * right
+        if symbol == "<<":
+            return left << right
+        return left % right
+
+    def format(self, value: Any, conversion: int, spec: str) -> str:
+        if conversion == 115:
+            value = str(value)
+        elif conversion == 114:
+            value = repr(value)
+        elif conversion == 97:
+            value = ascii(value)
+        for width in re.findall(r"\d+", spec):
+            self._check(int(width), f"a format width of {width}")
+        return builtins.format(value, spec)

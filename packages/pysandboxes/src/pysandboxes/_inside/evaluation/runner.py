@@ -1,0 +1,154 @@
+"""Check, rewrite and compile a source once per profile; run it under a fresh ``Run``.
+
+The compiled code is cached by (profile, mode, source): the second evaluation of a
+source costs the namespace and the run only. The runner's own parsing and compiling
+are vouched for to the dynamic-code guard (``vouches``): by the frame that asks, which
+runs no code of the program.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+
+from pysandboxes._inside.evaluation.budgets import Run
+from pysandboxes._inside.evaluation.checker import check
+from pysandboxes._inside.evaluation.rewriter import rewrite
+from pysandboxes._policy.evaluation import FORMATTERS, FRAME_ATTRIBUTES, HIERARCHY_WALKS
+from pysandboxes.errors import EvalInterrupted, RuleEvalPermissionError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from types import CodeType, FrameType
+    from typing import Any
+
+    from pysandboxes._policy.evaluation import EvalProfile
+
+_raw_compile = builtins.compile
+_parse = ast.parse
+_raw_eval = builtins.eval
+_MISSING = object()
+_CACHE_SIZE = 512
+_cache: dict[tuple[EvalProfile, str, str], CodeType] = {}
+_builtins_cache: dict[EvalProfile, dict[str, object]] = {}
+_PARSE = ast.parse.__code__
+#: Called with (profile, tree) for every source checked: learning records the constructs.
+observers: list[Callable[[EvalProfile, ast.AST], None]] = []
+
+
+def vouches(frame: FrameType | None, own: frozenset[int]) -> bool:
+    """Whether the ``compile`` audit event seen from ``frame`` (the guards' frames, whose
+    globals' ids are ``own``, skipped) is ``compiled`` parsing or compiling a checked tree:
+    no code of the program runs under that frame (it takes exact strings only)."""
+    mine = _COMPILED
+    while frame is not None and id(frame.f_globals) in own and frame.f_code is not mine:
+        frame = frame.f_back
+    if frame is not None and frame.f_code is _PARSE:
+        frame = frame.f_back
+    return frame is not None and frame.f_code is mine
+
+
+def compiled(profile: EvalProfile, source: str | bytes, mode: str) -> CodeType:
+    """The checked, rewritten code of ``source`` (``EvalSyntaxRejected`` otherwise)."""
+    if type(source) is bytes or type(source) is bytearray:
+        text = bytes.decode(bytes(source))
+    elif type(source) is str:
+        text = source
+    else:
+        raise TypeError("evaluated source must be a str or bytes, not a subclass")
+    key = (profile, mode, text)
+    code = _cache.get(key)
+    if code is not None:
+        return code
+    label = "".join(("<eval:", profile.name or "default", ">"))  # a fresh object
+    tree = _parse(text, label, mode)
+    for observe in observers:
+        observe(profile, tree)
+    check(profile, tree, text)
+    tree = rewrite(tree)
+    code = _raw_compile(tree, label, mode)
+    if len(_cache) >= _CACHE_SIZE:
+        _cache.clear()
+    _cache[key] = code
+    return code
+
+
+_COMPILED = compiled.__code__  # bound now: the integrity guard refuses reading it later
+
+
+def attribute_check(profile: EvalProfile) -> Callable[[str], bool]:
+    """Whether an attribute name reached at run time (``getattr``) is allowed."""
+
+    def allowed(name: str) -> bool:
+        if name in FRAME_ATTRIBUTES or name in HIERARCHY_WALKS or "__sb_" in name:
+            return False
+        if name.startswith("__") and name.endswith("__"):
+            return profile.magic.allows(name)
+        if name in FORMATTERS:
+            return name in profile.attribute.names and profile.attribute.allows(name)
+        return profile.attribute.allows(name)
+
+    return allowed
+
+
+def namespace_builtins(profile: EvalProfile) -> dict[str, object]:
+    """The ``__builtins__`` of evaluated code: the ``eval-call`` builtins only."""
+    found = _builtins_cache.get(profile)
+    if found is None:
+        found = {n: getattr(builtins, n) for n in dir(builtins) if profile.call.allows(n)}
+        found.pop("__import__", None)
+        if "Import" in profile.syntax or "ImportFrom" in profile.syntax:
+            found["__import__"] = _importer(profile)
+        _builtins_cache[profile] = found
+    return found
+
+
+def _importer(profile: EvalProfile) -> Callable[..., object]:
+    importer = builtins.__import__
+
+    def evaluated_import(name: str, *args: Any, **kwargs: Any) -> object:
+        if not profile.imports.allows(name):
+            raise RuleEvalPermissionError(
+                f"import of {name!r} is refused by the eval guard ({profile.label}): "
+                f"add '{profile.key('import')}={name}' to allow it"
+            )
+        return importer(name, *args, **kwargs)
+
+    return evaluated_import
+
+
+def run(
+    profile: EvalProfile,
+    code: CodeType,
+    globals_: dict[str, Any] | None,
+    locals_: Mapping[str, object] | None,
+    names: Mapping[str, object] | None = None,
+) -> Any:
+    """Run checked code: in ``globals_`` when given (its ``__builtins__`` replaced for the
+    run, never CPython's automatic injection), else in a fresh namespace holding
+    ``names``. A spent budget raises ``EvalInterrupted``, even if the code caught it."""
+    budget = Run(profile, attribute_check(profile))
+    namespace_b = dict(namespace_builtins(profile))
+    namespace_b.update(budget.helpers())
+    if globals_ is None:
+        globals_ = {"__builtins__": namespace_b}
+        if names:
+            globals_.update(names)
+        previous = _MISSING
+    else:
+        previous = globals_.get("__builtins__", _MISSING)
+        globals_["__builtins__"] = namespace_b
+    if any(type(k) is str and "__sb_" in k for k in globals_):
+        raise ValueError("names containing '__sb_' are reserved for the sandbox")
+    try:
+        result = _raw_eval(code, globals_, locals_)
+    finally:
+        if previous is _MISSING:
+            if globals_.get("__builtins__") is namespace_b:
+                del globals_["__builtins__"]
+        else:
+            globals_["__builtins__"] = previous
+    if budget.spent is not None:
+        raise EvalInterrupted(budget.spent)
+    return result
