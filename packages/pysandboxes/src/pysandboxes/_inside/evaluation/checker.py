@@ -17,7 +17,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pysandboxes._policy.evaluation import EvalProfile
 
+#: Operators, contexts and the parts that come with the node holding them.
 _SKIPPED = (ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context)
+_SKIPPED += (ast.comprehension, ast.arguments, ast.arg, ast.alias, ast.keyword, ast.withitem)
 _GROUP_OF = {node: group for group, nodes in SYNTAX_GROUPS.items() for node in nodes}
 _IDENTIFIERS = ("id", "name", "arg", "asname")
 _NEVER = "no rule allows it"

@@ -132,9 +132,8 @@ def run(
     namespace_b = dict(namespace_builtins(profile))
     namespace_b.update(budget.helpers())
     if globals_ is None:
-        globals_ = {"__builtins__": namespace_b}
-        if names:
-            globals_.update(names)
+        globals_ = dict(names) if names else {}
+        globals_["__builtins__"] = namespace_b  # never the caller's, never CPython's
         previous = _MISSING
     else:
         previous = globals_.get("__builtins__", _MISSING)
