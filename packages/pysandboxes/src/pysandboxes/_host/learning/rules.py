@@ -23,6 +23,7 @@ import os
 import re
 import sys
 
+from pysandboxes._host.learning.evalrules import eval_rules
 from pysandboxes._host.learning.places import (
     Context,
     home_hidden,
@@ -132,6 +133,7 @@ def learn(events: Iterable[Event], context: Context) -> Learned:
     _net(out, [e for e in ordered if e.family == "net"])
     _imports(out, [e for e in ordered if e.family == "import"])
     _calls(out, [e for e in ordered if e.family == "call"])
+    eval_rules(out.add, [e for e in ordered if e.family == "eval"], out.skipped)
     _results(out, [e for e in ordered if e.family == "result"])
     skipped = list(out.skipped)
     if out.secrets:
