@@ -10,7 +10,6 @@ checker, the rewriter and the budgets that apply a profile live in ``_inside/eva
 from __future__ import annotations
 
 import ast
-import builtins
 import re
 
 from pysandboxes._policy.evalkeys import SCALAR_KEYS, SYNTAX_GROUPS
@@ -78,7 +77,6 @@ def method_groups() -> dict[str, frozenset[str]]:
 
 
 _GROUPS = method_groups()
-_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 @record
@@ -217,6 +215,8 @@ def _universe(key: str) -> frozenset[str]:
     import sys
 
     if key == "call":
+        import builtins
+
         return frozenset(dir(builtins))
     if key == "attribute":
         return frozenset(n for names in _GROUPS.values() for n in names) | FORMATTERS
@@ -227,7 +227,7 @@ def _universe(key: str) -> frozenset[str]:
 
 def warn_wide(sink: Sink, rules: Sequence[EvalRule]) -> None:
     """The start-up warnings: a wide glob (how many names it expands to), a formatter or
-    a capability builtin granted by name, and each builtin a line adds."""
+    a capability builtin granted by name, and ``eval-namespace=caller``."""
     for rule in rules:
         if rule.deny or rule.key not in ("call", "attribute", "import", "magic"):
             if rule.key == "namespace" and rule.values == ("caller",):
@@ -255,8 +255,6 @@ def warn_wide(sink: Sink, rules: Sequence[EvalRule]) -> None:
                     f"WARNING: eval-call={value} adds the capability builtin '{value}' to "
                     "the namespace: it reaches objects or code beyond its arguments",
                 )
-            elif rule.key == "call" and value in _BUILTIN_NAMES:
-                sink.warn(rule.origin, f"eval-call={value} adds the builtin '{value}' to the namespace")
 
 
 def _caller_warning(origin: Origin) -> str:

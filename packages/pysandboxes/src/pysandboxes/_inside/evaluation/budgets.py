@@ -11,6 +11,7 @@ stops with the budget rather than run on in C.
 from __future__ import annotations
 
 import builtins
+import math
 import re
 import time
 
@@ -32,6 +33,9 @@ _CONSUMERS = frozenset(
 )
 _SPREADING = frozenset(id(f) for f in (map, filter, zip, enumerate, reversed))
 _ATTRIBUTE_READERS = frozenset(id(f) for f in (getattr, hasattr, setattr, delattr))
+#: Computed in C in one go: their result's size is estimated from the arguments first.
+_SIZED = {id(math.factorial): "factorial", id(math.comb): "comb", id(math.perm): "perm"}
+_SIZED[id(builtins.format)] = "format"
 _WIDENING = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs"})
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\d+|\*)?(?:\.(\d+|\*))?")
 from _string import formatter_parser as _formatter_parser  # noqa: E402
@@ -102,6 +106,8 @@ class Run:
             self._attribute(args[1])
         elif key == id(pow) and len(args) == 2:
             self._size("**", args[0], args[1])
+        elif key in _SIZED and args:
+            self._sized(_SIZED[key], args)
         elif type(getattr(function, "__self__", None)) in (str, bytes):
             args = self._method(function, args)
         if self.depth >= self.profile.max_call_depth:
@@ -121,6 +127,17 @@ class Run:
         return tuple(
             a if isinstance(a, (str, bytes, int, float)) else _Metered(self, a) for a in args
         )
+
+    def _sized(self, name: str, args: tuple[Any, ...]) -> None:
+        if name == "format":
+            spec = args[1] if len(args) > 1 else ""
+            for width in re.findall(r"\d+", spec if type(spec) is str else ""):
+                self._check(int(width), f"a format width of {width}")
+            return
+        n = args[0]
+        if type(n) is int and n > 1:
+            # n! and the binomials below it have about n * log2(n) bits.
+            self._check(int(n * math.log2(n)) // 8, f"{name}({n}, ...)")
 
     def _attribute(self, name: object) -> None:
         if type(name) is not str or not self.attribute_ok(name):
@@ -142,6 +159,11 @@ class Run:
                     )
         elif name in _WIDENING and args and type(args[0]) is int:
             self._check(args[0], f"{name}({args[0]})")
+        elif name == "replace" and len(args) > 1 and type(args[1]) is type(method.__self__):
+            text, old, new = method.__self__, args[0], args[1]
+            if type(old) is type(text) and len(new) > len(old):
+                count = text.count(old) if old else len(text) + 1
+                self._check(len(text) + count * (len(new) - len(old)), "replace")
         elif name == "join" and args:
             parts = list(_Metered(self, args[0]))
             total = sum(len(a) for a in parts if isinstance(a, (str, bytes)))

@@ -160,4 +160,8 @@ def check(profile: EvalProfile, tree: ast.AST, source: str) -> None:
     shown = tuple(v.render(lines) for v in found)
     plural = "rule" if len(found) == 1 else "rules"
     message = f"{len(found)} {plural} violated in {profile.label}\n\n" + "\n\n".join(shown)
-    raise EvalSyntaxRejected(message, violations=shown, lineno=found[0].line)
+    rejected = EvalSyntaxRejected(message, violations=shown, lineno=found[0].line)
+    rejected.filename = profile.label
+    rejected.text = lines[found[0].line - 1] if found[0].line <= len(lines) else None
+    rejected.offset = found[0].col + 1
+    raise rejected

@@ -30,8 +30,16 @@ _parse = ast.parse
 _raw_eval = builtins.eval
 _MISSING = object()
 _CACHE_SIZE = 512
-_cache: dict[tuple[EvalProfile, str, str], CodeType] = {}
-_builtins_cache: dict[EvalProfile, dict[str, object]] = {}
+#: By the profile's id (a record's hash walks its fields): the profile itself, kept alive
+#: so that its id stays its own, its compiled sources and its namespace's builtins.
+_by_profile: dict[int, tuple[EvalProfile, dict[tuple[str, str], CodeType], dict[str, object]]] = {}
+
+
+def _caches(profile: EvalProfile) -> tuple[dict[tuple[str, str], CodeType], dict[str, object]]:
+    entry = _by_profile.get(id(profile))
+    if entry is None or entry[0] is not profile:
+        entry = _by_profile[id(profile)] = (profile, {}, _namespace_builtins(profile))
+    return entry[1], entry[2]
 _PARSE = ast.parse.__code__
 #: Called with (profile, tree) for every source checked: learning records the constructs.
 observers: list[Callable[[EvalProfile, ast.AST], None]] = []
@@ -57,8 +65,9 @@ def compiled(profile: EvalProfile, source: str | bytes, mode: str) -> CodeType:
         text = source
     else:
         raise TypeError("evaluated source must be a str or bytes, not a subclass")
-    key = (profile, mode, text)
-    code = _cache.get(key)
+    cache = _caches(profile)[0]
+    key = (mode, text)
+    code = cache.get(key)
     if code is not None:
         return code
     label = "".join(("<eval:", profile.name or "default", ">"))  # a fresh object
@@ -68,9 +77,9 @@ def compiled(profile: EvalProfile, source: str | bytes, mode: str) -> CodeType:
     check(profile, tree, text)
     tree = rewrite(tree)
     code = _raw_compile(tree, label, mode)
-    if len(_cache) >= _CACHE_SIZE:
-        _cache.clear()
-    _cache[key] = code
+    if len(cache) >= _CACHE_SIZE:
+        cache.clear()
+    cache[key] = code
     return code
 
 
@@ -92,15 +101,12 @@ def attribute_check(profile: EvalProfile) -> Callable[[str], bool]:
     return allowed
 
 
-def namespace_builtins(profile: EvalProfile) -> dict[str, object]:
+def _namespace_builtins(profile: EvalProfile) -> dict[str, object]:
     """The ``__builtins__`` of evaluated code: the ``eval-call`` builtins only."""
-    found = _builtins_cache.get(profile)
-    if found is None:
-        found = {n: getattr(builtins, n) for n in dir(builtins) if profile.call.allows(n)}
-        found.pop("__import__", None)
-        if "Import" in profile.syntax or "ImportFrom" in profile.syntax:
-            found["__import__"] = _importer(profile)
-        _builtins_cache[profile] = found
+    found = {n: getattr(builtins, n) for n in dir(builtins) if profile.call.allows(n)}
+    found.pop("__import__", None)
+    if "Import" in profile.syntax or "ImportFrom" in profile.syntax:
+        found["__import__"] = _importer(profile)
     return found
 
 
@@ -129,7 +135,7 @@ def run(
     run, never CPython's automatic injection), else in a fresh namespace holding
     ``names``. A spent budget raises ``EvalInterrupted``, even if the code caught it."""
     budget = Run(profile, attribute_check(profile))
-    namespace_b = dict(namespace_builtins(profile))
+    namespace_b = dict(_caches(profile)[1])
     namespace_b.update(budget.helpers())
     if globals_ is None:
         globals_ = dict(names) if names else {}
