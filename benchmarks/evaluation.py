@@ -36,7 +36,9 @@ def main() -> None:
             f"{guarded * 1e6:7.2f}us {guarded / plain:5.2f}x"
         )
     counter = iter(range(10**9))
-    fresh = best(lambda: guarded_eval(f"2 + 3 * x + {next(counter)}", names=NAMES, rules=RULES), 2_000)
+    fresh = best(
+        lambda: guarded_eval(f"2 + 3 * x + {next(counter)}", names=NAMES, rules=RULES), 2_000
+    )
     print(f"{'first evaluation of a source':28} {'':>11} {'':>11} {fresh * 1e6:7.2f}us")
 
 

@@ -25,7 +25,9 @@ def test_eval_is_refused_without_any_eval_rule(lab: Lab) -> None:
 
 def test_guarded_eval_runs_the_declared_sub_language(lab: Lab) -> None:
     lab.rules(*EVAL_RULES)
-    code = lab.probe("print('GOT', eval('2 + 3 * len([1, 2])'), eval(compile('7 * 6', 'x', 'eval')))")
+    code = lab.probe(
+        "print('GOT', eval('2 + 3 * len([1, 2])'), eval(compile('7 * 6', 'x', 'eval')))"
+    )
     result = lab.run_sandboxed(code)
     assert got(result, "GOT 8 42"), result.stdout + result.stderr
 
@@ -82,7 +84,11 @@ def test_standard_library_generated_code_stays_ambient_under_eval_rules(lab: Lab
         ("timeit", "timeit.timeit(\"print('DO' + 'NE')\", number=1)"),
         ("code", "code.InteractiveInterpreter().runsource(\"print('DO' + 'NE')\")"),
         ("doctest", "doctest.run_docstring_examples(\">>> print('DO' + 'NE')\", {})"),
-        ("pdb", "pdb.Pdb(stdin=io.StringIO('continue\\n'), stdout=sys.stdout).run(\"print('DO' + 'NE')\")"),
+        (
+            "pdb",
+            "pdb.Pdb(stdin=io.StringIO('continue\\n'), stdout=sys.stdout)"
+            ".run(\"print('DO' + 'NE')\")",
+        ),
     ],
 )
 def test_string_execution_through_stdlib_runners_stays_refused_with_eval_rules(

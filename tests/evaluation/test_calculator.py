@@ -71,8 +71,14 @@ def test_calculator_profile_gives_what_plain_eval_gives_for_200_expressions() ->
     expressions = _expressions(200)
     assert len(set(expressions)) > 150
     for source in expressions:
-        plain = _outcome(lambda s=source: eval(s, {"__builtins__": {}, "abs": abs, "round": round, "max": max, "min": min, **NAMES}))
-        guarded = _outcome(lambda s=source: guarded_eval(s, profile="calc", names=NAMES, rules=CALCULATOR))
+        plain = _outcome(
+            lambda s=source: eval(
+                s, {"__builtins__": {}, "abs": abs, "round": round, "max": max, "min": min, **NAMES}
+            )
+        )
+        guarded = _outcome(
+            lambda s=source: guarded_eval(s, profile="calc", names=NAMES, rules=CALCULATOR)
+        )
         assert guarded == plain or (
             isinstance(plain[1], float) and math.isnan(plain[1]) and math.isnan(guarded[1])  # type: ignore[index,arg-type]
         ), source

@@ -16,11 +16,13 @@ def test_each_suffix_is_a_complete_profile_that_inherits_nothing(parse: Parse) -
     assert sorted(found) == ["", "llm"]
     default, llm = found[""], found["llm"]
     assert default.syntax == CORE | {"BinOp", "UnaryOp", "Call"}
-    assert default.call.allows("len") and not llm.call.allows("len")
+    assert default.call.allows("len")
+    assert not llm.call.allows("len")
     assert (default.timeout, llm.timeout) == (0.5, 5.0)
     assert (default.max_iterations, llm.max_iterations) == (1_000_000, 100)
     assert llm.syntax == CORE | {"For", "While", "Break", "Continue"}
-    assert llm.key("call") == "eval-call:llm" and llm.label == "<eval:llm>"
+    assert llm.key("call") == "eval-call:llm"
+    assert llm.label == "<eval:llm>"
 
 
 def test_deny_always_wins_over_groups_and_patterns(parse: Parse) -> None:
@@ -30,9 +32,12 @@ def test_deny_always_wins_over_groups_and_patterns(parse: Parse) -> None:
             "eval-call=s*\neval-call=DENY:setattr\neval-syntax=arith\neval-syntax=DENY:UnaryOp\n"
         ).eval
     )[""]
-    assert profile.attribute.allows("upper") and not profile.attribute.allows("encode")
-    assert profile.call.allows("sorted") and not profile.call.allows("setattr")
-    assert "BinOp" in profile.syntax and "UnaryOp" not in profile.syntax
+    assert profile.attribute.allows("upper")
+    assert not profile.attribute.allows("encode")
+    assert profile.call.allows("sorted")
+    assert not profile.call.allows("setattr")
+    assert "BinOp" in profile.syntax
+    assert "UnaryOp" not in profile.syntax
 
 
 def test_method_groups_come_from_the_running_interpreter_without_formatters() -> None:
@@ -41,7 +46,8 @@ def test_method_groups_come_from_the_running_interpreter_without_formatters() ->
         "format",
         "format_map",
     }
-    assert "append" in groups["list-methods"] and "isoformat" in groups["date-methods"]
+    assert "append" in groups["list-methods"]
+    assert "isoformat" in groups["date-methods"]
 
 
 def test_a_wide_pattern_warns_with_how_many_names_it_expands_to(parse: Parse) -> None:

@@ -15,7 +15,7 @@ import sys
 from pysandboxes import _mode
 from pysandboxes._inside import runner as _runner
 from pysandboxes._inside.enforce import Enforcing, Messages
-from pysandboxes._inside.evaluation import learning as _eval_learning  # noqa: F401 (hidden)
+from pysandboxes._inside.evaluation import learning as _eval_learning
 from pysandboxes._inside.evaluation import patch as _evaluation
 from pysandboxes._inside.guards import dnspins, filewraps
 from pysandboxes._inside.guards.audit import AuditHook
@@ -151,15 +151,14 @@ def _guard_evaluation(
     """The ``eval-*`` profiles: guarded ``eval``/``exec``/``compile`` with a default one,
     unless ``python-api`` grants them raw (with ``eval-*`` lines, a config error). A
     learning run evaluates under a profile of every construct, and reports each used."""
-    from pysandboxes._inside.evaluation import learning as _learning
     from pysandboxes._policy.evaluation import profiles
 
     found = profiles(policy.eval)
     if any(api.judge(f"builtins.{name}").allowed for name in ("eval", "exec", "compile")):
         found.pop("", None)
     elif learning is not None:
-        found[""] = _learning.LEARNING_PROFILE
-        _learning.learn_with(learning)
+        found[""] = _eval_learning.LEARNING_PROFILE
+        _eval_learning.learn_with(learning)
     _evaluation.install(found, ambient)
 
 

@@ -37,9 +37,7 @@ _NOTES = {
 
 def _node(name: str) -> bool:
     found = getattr(ast, name, None)
-    return (
-        isinstance(found, type) and issubclass(found, ast.AST) and name not in DEPRECATED_NODES
-    )
+    return isinstance(found, type) and issubclass(found, ast.AST) and name not in DEPRECATED_NODES
 
 
 def _valid(key: str, name: str) -> bool:
@@ -64,9 +62,7 @@ def _syntax_items(nodes: set[str]) -> list[str]:
     return sorted(nodes - covered) + items
 
 
-def eval_rules(
-    add: Callable[..., None], events: Sequence[Event], skipped: list[str]
-) -> None:
+def eval_rules(add: Callable[..., None], events: Sequence[Event], skipped: list[str]) -> None:
     """Add the ``eval-*`` lines for ``events`` (family ``eval``) with ``add`` (the
     learner's ``_Out.add``); forged names go to ``skipped``."""
     by_key: dict[str, set[str]] = {key: set() for key in _ORDER}

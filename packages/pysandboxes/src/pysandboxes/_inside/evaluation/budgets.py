@@ -10,6 +10,7 @@ stops with the budget rather than run on in C.
 
 from __future__ import annotations
 
+import _string  # pyright: ignore[reportMissingImports]
 import builtins
 import math
 import re
@@ -28,8 +29,7 @@ if TYPE_CHECKING:
 _monotonic = time.monotonic
 #: Builtins that consume an iterable argument in C.
 _CONSUMERS = frozenset(
-    id(f)
-    for f in (sum, sorted, list, tuple, set, frozenset, min, max, any, all, bytes, bytearray)
+    id(f) for f in (sum, sorted, list, tuple, set, frozenset, min, max, any, all, bytes, bytearray)
 )
 _SPREADING = frozenset(id(f) for f in (map, filter, zip, enumerate, reversed))
 _ATTRIBUTE_READERS = frozenset(id(f) for f in (getattr, hasattr, setattr, delattr))
@@ -38,15 +38,16 @@ _SIZED = {id(math.factorial): "factorial", id(math.comb): "comb", id(math.perm):
 _SIZED[id(builtins.format)] = "format"
 _WIDENING = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs"})
 _PERCENT = re.compile(r"%(?:\([^)]*\))?[-#0 +]*(\d+|\*)?(?:\.(\d+|\*))?")
-from _string import formatter_parser as _formatter_parser  # noqa: E402
+_formatter_parser: Callable[[str], Iterator[tuple[str, str | None, str | None, str | None]]]
+_formatter_parser = _string.formatter_parser  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
 
 
 class _Metered:
     __slots__ = ("_it", "_run")
 
-    def __init__(self, run: Run, iterable: object) -> None:
+    def __init__(self, run: Run, iterable: Any) -> None:
         self._run = run
-        self._it = iter(iterable)  # type: ignore[call-overload]
+        self._it: Iterator[object] = iter(iterable)
 
     def __iter__(self) -> _Metered:
         return self
@@ -59,7 +60,7 @@ class _Metered:
 class Run:
     """The budgets of one evaluation, and the helpers its code calls."""
 
-    __slots__ = ("depth", "deadline", "profile", "spent", "steps", "attribute_ok")
+    __slots__ = ("attribute_ok", "deadline", "depth", "profile", "spent", "steps")
 
     def __init__(self, profile: EvalProfile, attribute_ok: Callable[[str], bool]) -> None:
         self.profile = profile
@@ -119,7 +120,7 @@ class Run:
             self.depth -= 1
 
     def _consumed(self, function: object, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        if function in (bytes, bytearray) and args and type(args[0]) is int:
+        if (function is bytes or function is bytearray) and args and type(args[0]) is int:
             self._check(args[0], f"{function.__name__}({args[0]})")  # type: ignore[attr-defined]
             return args
         if function in (min, max) and len(args) != 1:
@@ -188,16 +189,22 @@ class Run:
         elif symbol == "<<" and type(left) in (int, bool) and type(right) is int:
             self._check(right // 8, f"{left} << {right}")
         elif symbol == "*":
-            for seq, n in ((left, right), (right, left)):
-                if isinstance(seq, (str, bytes, list, tuple, bytearray)) and type(n) is int:
-                    each = 8 if isinstance(seq, (list, tuple)) else 1
-                    self._check(len(seq) * n * each, f"a sequence of {len(seq)} repeated {n} times")
-        elif symbol == "%" and isinstance(left, (str, bytes)):
-            self._percent(left if type(left) is str else left.decode("latin-1"), right)
+            pairs: tuple[tuple[Any, Any], ...] = ((left, right), (right, left))
+            for seq, n in pairs:
+                if type(seq) in (str, bytes, list, tuple, bytearray) and type(n) is int:
+                    each = 8 if type(seq) in (list, tuple) else 1
+                    length: int = len(seq)
+                    self._check(length * n * each, f"a sequence of {length} repeated {n} times")
+        elif symbol == "%" and type(left) is str:
+            self._percent(left, right)
+        elif symbol == "%" and type(left) is bytes:
+            self._percent(bytes.decode(left, "latin-1"), right)
 
     def _percent(self, template: str, values: Any) -> None:
-        values = values if type(values) is tuple else (values,)
-        stars = [v for v in values if type(v) is int]
+        given: tuple[Any, ...] = (values,)
+        if type(values) is tuple:
+            given = values  # pyright: ignore[reportUnknownVariableType]
+        stars: list[int] = [v for v in given if type(v) is int]
         for match in _PERCENT.finditer(template):
             for width in match.groups():
                 if width == "*":

@@ -18,8 +18,10 @@ if TYPE_CHECKING:
     from pysandboxes._policy.evaluation import EvalProfile
 
 #: Operators, contexts and the parts that come with the node holding them.
-_SKIPPED = (ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context)
-_SKIPPED += (ast.comprehension, ast.arguments, ast.arg, ast.alias, ast.keyword, ast.withitem)
+_SKIPPED = (
+    *(ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context),
+    *(ast.comprehension, ast.arguments, ast.arg, ast.alias, ast.keyword, ast.withitem),
+)
 _GROUP_OF = {node: group for group, nodes in SYNTAX_GROUPS.items() for node in nodes}
 _IDENTIFIERS = ("id", "name", "arg", "asname")
 _NEVER = "no rule allows it"
@@ -85,7 +87,9 @@ class _Checker:
         allowed = self.profile.attribute
         granted = name in allowed.names if name in FORMATTERS else allowed.allows(name)
         if not granted or not allowed.allows(name):
-            self.add(node, f"attribute '{name}' is not allowed", _fix(self.profile, "attribute", name))
+            self.add(
+                node, f"attribute '{name}' is not allowed", _fix(self.profile, "attribute", name)
+            )
 
     def check(self, tree: ast.AST) -> None:
         profile = self.profile
@@ -113,7 +117,11 @@ class _Checker:
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 called = node.func.id
                 if called not in self.defined and not profile.call.allows(called):
-                    self.add(node.func, f"call of '{called}' is not allowed", _fix(profile, "call", called))
+                    self.add(
+                        node.func,
+                        f"call of '{called}' is not allowed",
+                        _fix(profile, "call", called),
+                    )
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 self.imports(node)
             for child in _children(node):
@@ -133,7 +141,11 @@ class _Checker:
             modules = [alias.name for alias in node.names]
         for module in modules:
             if not self.profile.imports.allows(module):
-                self.add(node, f"import of '{module}' is not allowed", _fix(self.profile, "import", module))
+                self.add(
+                    node,
+                    f"import of '{module}' is not allowed",
+                    _fix(self.profile, "import", module),
+                )
 
 
 def _nodes(tree: ast.AST) -> list[ast.AST]:

@@ -20,8 +20,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-_SKIPPED = (ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context)
-_SKIPPED += (ast.comprehension, ast.arguments, ast.arg, ast.alias, ast.keyword, ast.withitem)
+_SKIPPED = (
+    *(ast.operator, ast.unaryop, ast.cmpop, ast.boolop, ast.expr_context),
+    *(ast.comprehension, ast.arguments, ast.arg, ast.alias, ast.keyword, ast.withitem),
+)
 _children = ast.iter_child_nodes
 _ANY = NameSet(FORMATTERS, re.compile(".*"))
 #: Every construct, every name: what a learning run evaluates under.

@@ -14,18 +14,22 @@ from __future__ import annotations
 import builtins
 import sys
 import weakref
+from types import CodeType
 
 from pysandboxes._inside.evaluation import runner
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from types import CodeType
     from typing import Any
 
     from pysandboxes._policy.evaluation import EvalProfile
 
-_raw = {"eval": builtins.eval, "exec": builtins.exec, "compile": builtins.compile}
+_raw: dict[str, Callable[..., Any]] = {
+    "eval": builtins.eval,
+    "exec": builtins.exec,
+    "compile": builtins.compile,
+}
 _getframe = sys._getframe  # pyright: ignore[reportPrivateUsage]
 #: The code objects the guarded ``compile`` returned, with the profile that checked them.
 _ours: weakref.WeakKeyDictionary[CodeType, EvalProfile] = weakref.WeakKeyDictionary()
@@ -63,13 +67,17 @@ def _guarded(kind: str, profile: EvalProfile, ambient: Callable[[str], bool]) ->
     raw = _raw[kind]
     mode = "eval" if kind == "eval" else "exec"
 
-    def guarded(source: Any, globals: Any = None, locals: Any = None, /) -> Any:  # noqa: A002
+    def guarded(source: Any, globals: Any = None, locals: Any = None, /) -> Any:
         if ambient(_getframe(1).f_code.co_filename):
             return raw(source, globals, locals)
-        checked = _ours.get(source) if not isinstance(source, (str, bytes, bytearray)) else None
-        if checked is None and not isinstance(source, (str, bytes, bytearray)):
-            return raw(source, globals, locals)  # a code object of the program's own
-        code = source if checked is not None else runner.compiled(profile, source, mode)
+        if type(source) is CodeType:
+            checked = _ours.get(source)
+            if checked is None:
+                return raw(source, globals, locals)  # a code object of the program's own
+            code: CodeType = source
+        else:
+            checked = None
+            code = runner.compiled(profile, source, mode)
         globals_, locals_ = _caller_mode(checked or profile, globals, locals)
         result = runner.run(checked or profile, code, globals_, locals_)
         return result if kind == "eval" else None
@@ -82,7 +90,7 @@ def _guarded(kind: str, profile: EvalProfile, ambient: Callable[[str], bool]) ->
 def _compiler(profile: EvalProfile, ambient: Callable[[str], bool]) -> Any:
     raw = _raw["compile"]
 
-    def compile(source: Any, filename: Any, mode: str, *args: Any, **kwargs: Any) -> Any:  # noqa: A001
+    def compile(source: Any, filename: Any, mode: str, *args: Any, **kwargs: Any) -> Any:
         if ambient(_getframe(1).f_code.co_filename):
             return raw(source, filename, mode, *args, **kwargs)
         code = runner.compiled(profile, source, "eval" if mode == "eval" else "exec")

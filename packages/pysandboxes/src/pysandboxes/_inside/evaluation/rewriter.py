@@ -13,7 +13,12 @@ from __future__ import annotations
 
 import ast
 
-_RISKY = {ast.Pow: "**", ast.Mult: "*", ast.LShift: "<<", ast.Mod: "%"}
+_RISKY: dict[type[ast.operator], str] = {
+    ast.Pow: "**",
+    ast.Mult: "*",
+    ast.LShift: "<<",
+    ast.Mod: "%",
+}
 
 
 def _helper(name: str, node: ast.AST) -> ast.Name:

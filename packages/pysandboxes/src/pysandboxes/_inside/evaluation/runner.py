@@ -40,6 +40,8 @@ def _caches(profile: EvalProfile) -> tuple[dict[tuple[str, str], CodeType], dict
     if entry is None or entry[0] is not profile:
         entry = _by_profile[id(profile)] = (profile, {}, _namespace_builtins(profile))
     return entry[1], entry[2]
+
+
 _PARSE = ast.parse.__code__
 #: Called with (profile, tree) for every source checked: learning records the constructs.
 observers: list[Callable[[EvalProfile, ast.AST], None]] = []
@@ -57,10 +59,10 @@ def vouches(frame: FrameType | None, own: frozenset[int]) -> bool:
     return frame is not None and frame.f_code is mine
 
 
-def compiled(profile: EvalProfile, source: str | bytes, mode: str) -> CodeType:
+def compiled(profile: EvalProfile, source: object, mode: str) -> CodeType:
     """The checked, rewritten code of ``source`` (``EvalSyntaxRejected`` otherwise)."""
     if type(source) is bytes or type(source) is bytearray:
-        text = bytes.decode(bytes(source))
+        text = bytes.decode(bytes(source))  # pyright: ignore[reportArgumentType]
     elif type(source) is str:
         text = source
     else:
@@ -76,7 +78,7 @@ def compiled(profile: EvalProfile, source: str | bytes, mode: str) -> CodeType:
         observe(profile, tree)
     check(profile, tree, text)
     tree = rewrite(tree)
-    code = _raw_compile(tree, label, mode)
+    code = _raw_compile(tree, label, mode)  # pyright: ignore[reportArgumentType]
     if len(cache) >= _CACHE_SIZE:
         cache.clear()
     cache[key] = code
