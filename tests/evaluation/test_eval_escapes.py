@@ -55,6 +55,29 @@ def test_frame_capture_through_a_granted_getattr_is_refused() -> None:
         guarded_eval("getattr(g, 'gi' + '_frame')", names={"g": (x for x in [1])}, rules=WIDE)
 
 
+def test_frame_capture_through_getattr_handed_to_map_is_refused() -> None:
+    # map calls getattr from C, past the call checks: it is handed over wrapped.
+    assert eval("list(map(getattr, [g], ['gi_frame']))", {"g": (x for x in [1])})[0] is not None
+    with pytest.raises(RuleEvalPermissionError, match="no rule allows it"):
+        guarded_eval(
+            "list(map(getattr, [g], ['gi_frame']))",
+            names={"g": (x for x in [1])},
+            rules=WIDE + "\neval-call=map",
+        )
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["list(map('{0.__class__}'.format, [1]))", "str.format('{0.__class__}', 1)"],
+)
+def test_format_field_traversal_through_map_or_the_unbound_method_is_refused(
+    source: str,
+) -> None:
+    assert eval(source) in (["<class 'int'>"], "<class 'int'>")
+    with pytest.raises(RuleEvalPermissionError, match="format field"):
+        guarded_eval(source, rules=WIDE + "\neval-call=map")
+
+
 def test_format_field_traversal_reaches_globals_is_refused() -> None:
     source = "'{0.__init__.__globals__}'.format(obj)"
 

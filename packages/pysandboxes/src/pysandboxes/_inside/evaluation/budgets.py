@@ -15,6 +15,7 @@ import builtins
 import math
 import re
 import time
+import types
 
 from pysandboxes._policy.evaluation import FORMATTERS, FRAME_ATTRIBUTES, HIERARCHY_WALKS
 from pysandboxes.errors import EvalInterrupted, RuleEvalPermissionError
@@ -29,10 +30,28 @@ if TYPE_CHECKING:
 _monotonic = time.monotonic
 #: Builtins that consume an iterable argument in C.
 _CONSUMERS = frozenset(
-    id(f) for f in (sum, sorted, list, tuple, set, frozenset, min, max, any, all, bytes, bytearray)
+    id(f)
+    for f in (sum, sorted, list, tuple, set, frozenset, dict, min, max, any, all, bytes, bytearray)
 )
 _SPREADING = frozenset(id(f) for f in (map, filter, zip, enumerate, reversed))
+#: Builtins that call what they are handed: a type handed to them is a call too.
+_HIGHER_ORDER = frozenset(id(f) for f in (map, filter, sorted, min, max, iter))
+#: Builtin methods that consume an iterable argument in C (dicts are taken as mappings).
+_CONSUMING_METHODS = frozenset(
+    {"fromkeys", "extend", "update", "union", "intersection", "difference", "issubset"}
+    | {"symmetric_difference", "issuperset", "isdisjoint", "writelines"}
+)
+#: Callables of C: handed to a builtin (map, sorted's key...), C calls them past the
+#: checks of ``call``; they are handed over wrapped, so that each call is checked.
+_BUILTIN_CALLABLES = (
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.MethodWrapperType,
+    types.ClassMethodDescriptorType,
+)
 _ATTRIBUTE_READERS = frozenset(id(f) for f in (getattr, hasattr, setattr, delattr))
+_UNBOUND_FORMATTERS = frozenset({id(str.format), id(str.format_map)})
 #: Computed in C in one go: their result's size is estimated from the arguments first.
 _SIZED = {id(math.factorial): "factorial", id(math.comb): "comb", id(math.perm): "perm"}
 _SIZED[id(builtins.format)] = "format"
@@ -101,16 +120,22 @@ class Run:
         if _monotonic() > self.deadline:
             raise self.stop("timeout", f"{self.profile.timeout:g}s")
         key = id(function)
+        if args or kwargs:
+            args, kwargs = self._handed(key in _HIGHER_ORDER, args, kwargs)
         if key in _CONSUMERS or key in _SPREADING:
             args = self._consumed(function, args)
         elif key in _ATTRIBUTE_READERS and len(args) > 1:
             self._attribute(args[1])
+        elif key in _UNBOUND_FORMATTERS and args and type(args[0]) is str:
+            self._fields(args[0])
         elif key == id(pow) and len(args) == 2:
             self._size("**", args[0], args[1])
         elif key in _SIZED and args:
             self._sized(_SIZED[key], args)
         elif type(getattr(function, "__self__", None)) in (str, bytes):
             args = self._method(function, args)
+        elif type(function) is types.BuiltinMethodType and function.__name__ in _CONSUMING_METHODS:
+            args = self._metered(args, (dict, str, bytes))
         if self.depth >= self.profile.max_call_depth:
             raise self.stop("max-call-depth", self.profile.max_call_depth)
         self.depth += 1
@@ -119,15 +144,48 @@ class Run:
         finally:
             self.depth -= 1
 
+    def _handed(
+        self, types_too: bool, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments, C's callables among them wrapped so that each call is checked."""
+
+        def wrapped(value: Any) -> Any:
+            if isinstance(value, _BUILTIN_CALLABLES) or (types_too and type(value) is type):
+
+                def checked(*a: Any, **k: Any) -> Any:
+                    return self.call(value, *a, **k)
+
+                return checked
+            return value
+
+        return tuple(map(wrapped, args)), {k: wrapped(v) for k, v in kwargs.items()}
+
+    def _fields(self, template: str) -> None:
+        for _, field, _, _ in _formatter_parser(template):
+            if field and ("." in field or "[" in field):
+                raise RuleEvalPermissionError(
+                    f"the format field {{{field}}} reads attributes or items of its "
+                    "argument: refused by the eval guard, no rule allows it"
+                )
+
     def _consumed(self, function: object, args: tuple[Any, ...]) -> tuple[Any, ...]:
         if (function is bytes or function is bytearray) and args and type(args[0]) is int:
             self._check(args[0], f"{function.__name__}({args[0]})")  # type: ignore[attr-defined]
             return args
         if function in (min, max) and len(args) != 1:
             return args
-        return tuple(
-            a if isinstance(a, (str, bytes, int, float)) else _Metered(self, a) for a in args
-        )
+        if function is map or function is filter:
+            return (args[0], *(_Metered(self, a) for a in args[1:])) if args else args
+        return self._metered(args, (str, bytes, int, float, dict))
+
+    def _metered(self, args: tuple[Any, ...], kept: tuple[type, ...]) -> tuple[Any, ...]:
+        """``args``, each iterable one (not of ``kept``, not callable) metered."""
+        found: list[Any] = []
+        for value in args:
+            found.append(
+                value if isinstance(value, kept) or callable(value) else _Metered(self, value)
+            )
+        return tuple(found)
 
     def _sized(self, name: str, args: tuple[Any, ...]) -> None:
         if name == "format":
@@ -151,13 +209,8 @@ class Run:
 
     def _method(self, method: Any, args: tuple[Any, ...]) -> tuple[Any, ...]:
         name = getattr(method, "__name__", "")
-        if name in FORMATTERS:
-            for _, field, _, _ in _formatter_parser(method.__self__):
-                if field and ("." in field or "[" in field):
-                    raise RuleEvalPermissionError(
-                        f"the format field {{{field}}} reads attributes or items of its "
-                        "argument: refused by the eval guard, no rule allows it"
-                    )
+        if name in FORMATTERS and type(method.__self__) is str:
+            self._fields(method.__self__)
         elif name in _WIDENING and args and type(args[0]) is int:
             self._check(args[0], f"{name}({args[0]})")
         elif name == "replace" and len(args) > 1 and type(args[1]) is type(method.__self__):
