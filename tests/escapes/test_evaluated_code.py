@@ -122,3 +122,24 @@ def test_raw_grant_alone_runs_any_string(lab: Lab) -> None:
     lab.rules("expose-ro=./data", "python-api=ALLOW:dynamic-code")
     result = lab.run_sandboxed(lab.probe("print('GOT', eval('().__class__.__name__'))"))
     assert got(result, "GOT tuple"), result.stdout + result.stderr
+
+
+def test_guarded_eval_hands_no_guard_to_the_program(lab: Lab) -> None:
+    # The guarded builtins are sealed: no closure, no readable defaults, and what they
+    # raise carries no frame of the sandbox (whose locals would hold its machinery).
+    lab.rules(*EVAL_RULES)
+    code = lab.probe(
+        "print('GOT closure', eval.__closure__)\n"
+        "try:\n"
+        "    eval('open(1)')\n"
+        "except SyntaxError as refused:\n"
+        "    tb = refused.__traceback__\n"
+        "    while tb is not None:\n"
+        "        print('GOT frame', tb.tb_frame.f_code.co_filename)\n"
+        "        tb = tb.tb_next\n"
+        "print('DONE', eval.__kwdefaults__)"
+    )
+    result = lab.refused(code, "RuleApiPermissionError")
+    assert "GOT closure None" in result.stdout
+    frames = [line for line in result.stdout.splitlines() if line.startswith("GOT frame")]
+    assert frames == ["GOT frame <string>", "GOT frame <pysandboxes sealed call>"]

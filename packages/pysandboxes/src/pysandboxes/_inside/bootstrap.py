@@ -136,7 +136,10 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     # Before the hook, which guards the functions these build (and judges their making).
     dnspins.install(policy.pins, sealed_globals)
     filewraps.install(files.metadata_seen, sealed_globals)
-    _guard_evaluation(policy, api, dynamic.ambient, getattr(enforcer, "eval_used", None))
+    installed = [r for r in roots if "-packages" in r]
+    ambient = _evaluation.ambient_files(os.path.dirname(os.__file__), installed)
+    learning = getattr(enforcer, "eval_used", None)
+    _guard_evaluation(policy, api, ambient, sealed_globals, learning)
     hook.install()
     _hide(internal)
     return judge
@@ -146,6 +149,7 @@ def _guard_evaluation(
     policy: Policy,
     api: ApiJudge,
     ambient: Callable[[str], bool],
+    sealed_globals: dict[str, object],
     learning: Callable[[str, str], None] | None,
 ) -> None:
     """The ``eval-*`` profiles: guarded ``eval``/``exec``/``compile`` with a default one,
@@ -159,7 +163,7 @@ def _guard_evaluation(
     elif learning is not None:
         found[""] = _eval_learning.LEARNING_PROFILE
         _eval_learning.learn_with(learning)
-    _evaluation.install(found, ambient)
+    _evaluation.install(found, ambient, sealed_globals)
 
 
 def _enforcer(spec: LaunchSpec) -> Enforcer:

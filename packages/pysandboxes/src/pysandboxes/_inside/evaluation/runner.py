@@ -2,7 +2,7 @@
 
 The compiled code is cached by (profile, mode, source): the second evaluation of a
 source costs the namespace and the run only. The runner's own parsing and compiling
-are vouched for to the dynamic-code guard (``vouches``): by the frame that asks, which
+are vouched for to the dynamic-code guard (``vouching``): by the frame that asks, which
 runs no code of the program.
 """
 
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from pysandboxes._policy.evaluation import EvalProfile
 
 _raw_compile = builtins.compile
-_parse = ast.parse
 _raw_eval = builtins.eval
 _MISSING = object()
 _CACHE_SIZE = 512
@@ -42,21 +41,25 @@ def _caches(profile: EvalProfile) -> tuple[dict[tuple[str, str], CodeType], dict
     return entry[1], entry[2]
 
 
-_PARSE = ast.parse.__code__
+_ONLY_AST = ast.PyCF_ONLY_AST
 #: Called with (profile, tree) for every source checked: learning records the constructs.
 observers: list[Callable[[EvalProfile, ast.AST], None]] = []
 
 
-def vouches(frame: FrameType | None, own: frozenset[int]) -> bool:
-    """Whether the ``compile`` audit event seen from ``frame`` (the guards' frames, whose
-    globals' ids are ``own``, skipped) is ``compiled`` parsing or compiling a checked tree:
-    no code of the program runs under that frame (it takes exact strings only)."""
+def vouching(own: frozenset[int]) -> Callable[[FrameType | None], bool]:
+    """The dynamic-code guard's test of a ``compile`` audit event: whether, seen from
+    ``frame`` (the guards' frames, whose globals' ids are ``own``, skipped), it is
+    ``compiled`` parsing or compiling a checked tree. ``compiled`` runs no code of the
+    program (it takes exact strings only). The code objects are bound now, in the test
+    the guard holds, out of the program's reach."""
     mine = _COMPILED
-    while frame is not None and id(frame.f_globals) in own and frame.f_code is not mine:
-        frame = frame.f_back
-    if frame is not None and frame.f_code is _PARSE:
-        frame = frame.f_back
-    return frame is not None and frame.f_code is mine
+
+    def vouches(frame: FrameType | None) -> bool:
+        while frame is not None and id(frame.f_globals) in own and frame.f_code is not mine:
+            frame = frame.f_back
+        return frame is not None and frame.f_code is mine
+
+    return vouches
 
 
 def compiled(profile: EvalProfile, source: object, mode: str) -> CodeType:
@@ -73,7 +76,7 @@ def compiled(profile: EvalProfile, source: object, mode: str) -> CodeType:
     if code is not None:
         return code
     label = "".join(("<eval:", profile.name or "default", ">"))  # a fresh object
-    tree = _parse(text, label, mode)
+    tree: ast.AST = _raw_compile(text, label, mode, _ONLY_AST)  # ast.parse, unpatched
     for observe in observers:
         observe(profile, tree)
     check(profile, tree, text)

@@ -15,7 +15,7 @@ import types
 from _io import open as _open
 
 from pysandboxes._inside.enforce import call_refusal
-from pysandboxes._inside.evaluation.runner import vouches
+from pysandboxes._inside.evaluation.runner import vouching
 from pysandboxes._inside.guards.askers import OWN_DIRS, bottom_code
 from pysandboxes._inside.guards.audit import current_frame
 from pysandboxes._inside.guards.codeshapes import GENERATING, looks_like_a_type, source_text
@@ -79,6 +79,7 @@ class DynamicCodeGuard:
         self._interactive: frozenset[str] = _INTERACTIVE if interactive else frozenset[str]()
         self._coroutine = types.coroutine.__code__
         self._boot = bottom_code()  # the boot code, at the bottom of a session's stack
+        self._vouches = vouching(self._own)
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -158,16 +159,6 @@ class DynamicCodeGuard:
             frame = frame.f_back
         return False
 
-    def ambient(self, filename: str) -> bool:
-        """Whether code of ``filename`` is the interpreter's, a package's or the sandbox's:
-        the guarded eval/exec/compile (``_inside/evaluation``) hand its calls to the
-        originals, which this guard judges as ever."""
-        return (
-            filename.startswith(OWN_DIRS)
-            or self._installed(filename)
-            or self._module(filename) is not None
-        )
-
     def _module(self, filename: str) -> str | None:
         """The top-level standard module of ``filename``, if it is one."""
         if filename.startswith("<frozen "):
@@ -197,7 +188,7 @@ class DynamicCodeGuard:
     def _compile(self, args: tuple[Any, ...]) -> None:
         source = args[0] if args else None
         compiled = args[1] if len(args) > 1 else None
-        if vouches(current_frame(), self._own):  # a checked eval-* source (_inside/evaluation)
+        if self._vouches(current_frame()):  # a checked eval-* source (_inside/evaluation)
             return
         if not self._user_code(source, compiled):
             return
