@@ -143,3 +143,24 @@ def test_guarded_eval_hands_no_guard_to_the_program(lab: Lab) -> None:
     assert "GOT closure None" in result.stdout
     frames = [line for line in result.stdout.splitlines() if line.startswith("GOT frame")]
     assert frames == ["GOT frame <string>", "GOT frame <pysandboxes sealed call>"]
+
+
+def test_wide_or_capability_eval_grants_are_announced_at_start(lab: Lab) -> None:
+    lab.rules(*EVAL_RULES, "eval-call=s*", "eval-call=getattr", "eval-attribute=format")
+    result = lab.run_sandboxed(lab.probe("print('GOT', eval('2 + 2'))"))
+    assert got(result, "GOT 4"), result.stderr
+    assert "'s*' in 'eval-call=s*' is a wide pattern: it expands to" in result.stderr
+    assert "eval-call=getattr adds the capability builtin 'getattr'" in result.stderr
+    assert "eval-attribute=format lets evaluated code call str.format" in result.stderr
+
+
+def test_namespace_modes_decide_what_a_passed_globals_dict_does(lab: Lab) -> None:
+    probe = "print('GOT', eval('x + 1', {'x': 1}))"
+    lab.rules(*EVAL_RULES)
+    assert got(lab.run_sandboxed(lab.probe(probe)), "GOT 2")
+    lab.rules(*EVAL_RULES, "eval-namespace=closed")
+    assert "REFUSED NameError" in lab.run_sandboxed(lab.probe(probe)).stdout
+    lab.rules(*EVAL_RULES, "eval-namespace=caller")
+    result = lab.run_sandboxed(lab.probe("x = 41\nprint('GOT', eval('x + 1'))"))
+    assert got(result, "GOT 42"), result.stdout + result.stderr
+    assert "hands evaluated code the caller's own namespace" in result.stderr
