@@ -76,7 +76,14 @@ def method_groups() -> dict[str, frozenset[str]]:
     return groups
 
 
-_GROUPS = method_groups()
+_groups: dict[str, frozenset[str]] = {}
+
+
+def _method_groups() -> dict[str, frozenset[str]]:
+    """``method_groups()``, computed once, when a profile first needs it."""
+    if not _groups:
+        _groups.update(method_groups())
+    return _groups
 
 
 @record
@@ -198,7 +205,7 @@ def profiles(rules: Sequence[EvalRule]) -> dict[str, EvalProfile]:
             name,
             _syntax(of("syntax")),
             _name_set(of("call"), {}),
-            _name_set(of("attribute"), _GROUPS),
+            _name_set(of("attribute"), _method_groups()),
             _name_set(of("import"), {}),
             _name_set(of("magic"), {}),
             **settings,  # type: ignore[arg-type]
@@ -219,7 +226,7 @@ def _universe(key: str) -> frozenset[str]:
 
         return frozenset(dir(builtins))
     if key == "attribute":
-        return frozenset(n for names in _GROUPS.values() for n in names) | FORMATTERS
+        return frozenset(n for names in _method_groups().values() for n in names) | FORMATTERS
     if key == "import":
         return frozenset(sys.stdlib_module_names)
     return frozenset(n for cls in (object, type, int, str) for n in dir(cls) if n[:2] == "__")
