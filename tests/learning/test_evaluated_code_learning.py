@@ -54,3 +54,23 @@ def test_learning_writes_the_eval_lines_used_never_a_raw_dynamic_code_grant(
     walk = sb("app.py", HIERARCHY_WALK)
     assert "REFUSED EvalSyntaxRejected" in walk.stdout
     assert "'__subclasses__' reaches frames or the type hierarchy" in walk.stdout
+
+
+def test_forged_eval_events_never_widen_the_learned_lines() -> None:
+    from pysandboxes._host.learning.evalrules import eval_rules
+    from pysandboxes._wire.events import Event
+
+    lines: list[str] = []
+    skipped: list[str] = []
+    events = [
+        Event("eval", "BinOp", "syntax", where="app.py:1"),
+        Event("eval", "UnaryOp", "syntax", where="app.py:1"),
+        Event("eval", "Num", "syntax", where="app.py:1"),  # deprecated: never written
+        Event("eval", "*", "call", where="app.py:1"),  # a pattern: never written
+        Event("eval", "gi_frame", "attribute", where="app.py:1"),  # no rule allows it
+        Event("eval", "__class__", "attribute", where="app.py:1"),  # a dunder is magic
+        Event("eval", "len", "call", where="app.py:2"),
+    ]
+    eval_rules(lambda _f, _b, line, *_rest: lines.append(line), events, skipped)
+    assert lines == ["eval-syntax=arith", "eval-call=len"]
+    assert len(skipped) == 4
