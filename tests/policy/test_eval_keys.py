@@ -1,4 +1,4 @@
-"""eval-* keys: parsed and validated now (the eval guard enforces them later)."""
+"""eval-* keys: parsed and validated (the eval guard, _inside/evaluation, enforces them)."""
 
 from __future__ import annotations
 

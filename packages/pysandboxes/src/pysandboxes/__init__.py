@@ -17,7 +17,8 @@ Complete mode runs a whole program under the rules: ``python-sb app.py`` in plac
 
 ``run(main())`` is ``asyncio.run`` with a sandbox around it; ``is_in_sandbox()`` says
 whether this code runs sandboxed; ``sandbox_denials(exc)`` lists the refusals behind an
-exception; ``enforcement_report()`` says which layer enforces each rule on this host.
+exception; ``enforcement_report()`` says which layer enforces each rule on this host;
+``guarded_eval(source, profile=...)`` evaluates a string under an ``eval-*`` profile.
 Every refusal is also the built-in exception it stands for (``FileNotFoundError``...)
 and a ``SandBoxError``. See docs/usage.md, docs/configuration.md, docs/learning.md.
 """
@@ -36,6 +37,7 @@ and a ``SandBoxError``. See docs/usage.md, docs/configuration.md, docs/learning.
 # Bound at import, not on first use: in a sandboxed interpreter the program may not import
 # the sandbox's private modules once the guards are up (neither module imports typing).
 from pysandboxes._api.decorator import sandbox as sandbox
+from pysandboxes._api.evaluation import guarded_eval as guarded_eval
 from pysandboxes._api.partial import run as run
 from pysandboxes._api.partial import sandboxes as sandboxes
 from pysandboxes._api.report import enforcement_report as enforcement_report
@@ -43,9 +45,12 @@ from pysandboxes._mode import is_in_sandbox as is_in_sandbox
 from pysandboxes._version import __version__ as __version__
 from pysandboxes.errors import ConfigRefusedError as ConfigRefusedError
 from pysandboxes.errors import ConfigSyntaxError as ConfigSyntaxError
+from pysandboxes.errors import EvalInterrupted as EvalInterrupted
+from pysandboxes.errors import EvalSyntaxRejected as EvalSyntaxRejected
 from pysandboxes.errors import OSLayerUnavailable as OSLayerUnavailable
 from pysandboxes.errors import RemoteError as RemoteError
 from pysandboxes.errors import RuleApiPermissionError as RuleApiPermissionError
+from pysandboxes.errors import RuleEvalPermissionError as RuleEvalPermissionError
 from pysandboxes.errors import RuleFileNotFoundError as RuleFileNotFoundError
 from pysandboxes.errors import RuleModuleNotFoundError as RuleModuleNotFoundError
 from pysandboxes.errors import RulePermissionError as RulePermissionError
@@ -67,9 +72,12 @@ def load_ipython_extension(ipython: object) -> None:
 __all__ = [
     "ConfigRefusedError",
     "ConfigSyntaxError",
+    "EvalInterrupted",
+    "EvalSyntaxRejected",
     "OSLayerUnavailable",
     "RemoteError",
     "RuleApiPermissionError",
+    "RuleEvalPermissionError",
     "RuleFileNotFoundError",
     "RuleModuleNotFoundError",
     "RulePermissionError",
@@ -80,6 +88,7 @@ __all__ = [
     "SandboxTimeout",
     "__version__",
     "enforcement_report",
+    "guarded_eval",
     "is_in_sandbox",
     "run",
     "sandbox",

@@ -13,6 +13,8 @@ code keep working, and ``except SandBoxError`` catches every one of ours::
         ├── RuleSocketConnectionRefusedError + ConnectionRefusedError: net= refused it
         ├── RuleModuleNotFoundError         + ModuleNotFoundError: python-import= refused it
         ├── RuleApiPermissionError          + PermissionError: python-api= refused the call
+        ├── RuleEvalPermissionError         + PermissionError: evaluated code's run-time check
+        ├── EvalSyntaxRejected              + SyntaxError: source outside the eval-* language
         ├── OSLayerUnavailable              the kernel layer could not be applied
         ├── RuleResultRefusedError          + TypeError: partial mode: a result that is not
         │                                     a value remote-result-mode= allows, or too large
@@ -22,6 +24,7 @@ code keep working, and ``except SandBoxError`` catches every one of ours::
         └── RemoteError                     partial mode: a sandboxed function raised an
                                             exception whose class is not rebuilt here
                                             (+ its nearest built-in base, e.g. ValueError)
+    BaseException └── EvalInterrupted      an eval-* budget stopped evaluated code
 
 The names are those of the established implementation, so existing ``except`` clauses keep
 working. Every class pickles with its fields: refusals raised in a sandboxed child reach the
@@ -44,9 +47,12 @@ __all__ = [
     "ConfigIssue",
     "ConfigRefusedError",
     "ConfigSyntaxError",
+    "EvalInterrupted",
+    "EvalSyntaxRejected",
     "OSLayerUnavailable",
     "RemoteError",
     "RuleApiPermissionError",
+    "RuleEvalPermissionError",
     "RuleFileNotFoundError",
     "RuleModuleNotFoundError",
     "RulePermissionError",
@@ -226,6 +232,36 @@ class RuleApiPermissionError(_Refusal, PermissionError):
     def __init__(self, message: str, *, qualname: str = "", category: str = "") -> None:
         PermissionError.__init__(self, errno.EPERM, message)
         self._setup(message, {"qualname": qualname, "category": category})
+
+
+class RuleEvalPermissionError(_Refusal, PermissionError):
+    """Evaluated code did what its ``eval-*`` profile refuses at run time."""
+
+    def __init__(self, message: str) -> None:
+        PermissionError.__init__(self, errno.EPERM, message)
+        self._setup(message, {})
+
+
+class EvalSyntaxRejected(_Refusal, SyntaxError):
+    """A source uses constructs its ``eval-*`` profile does not allow: the message lists
+    all (line, column, caret, line to add), ``violations`` each; ``lineno`` the first."""
+
+    def __init__(self, message: str, *, violations: tuple[str, ...] = (), lineno: int = 1) -> None:
+        SyntaxError.__init__(self, message)
+        self.lineno = lineno
+        self._setup(message, {"violations": violations, "lineno": lineno})
+
+
+class EvalInterrupted(BaseException):
+    """An ``eval-*`` budget stopped evaluated code; not an ``Exception``, so that code
+    cannot swallow it. ``reason`` is the budget's line (``eval-max-iterations=1000``)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"evaluation interrupted: {reason}")
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (EvalInterrupted, (self.reason,))
 
 
 class OSLayerUnavailable(SandBoxError):

@@ -150,8 +150,8 @@ def build_spec(
     waiter checks at exit (``rulewatch``). The caller owns ``spec.tempdir`` and the
     learning pipe, and removes them."""
     policy, found = load_rules(request, cwd, env)
-    for warning in policy.warnings:  # what does not stop the run (a file not there to read)
-        print(f"warning: {warning}", file=sys.stderr)
+    for warning in policy.warnings:  # problems that do not stop the run: shown at start
+        print(f"python-sb: warning: {warning}", file=sys.stderr)
     selection = select(policy, env)  # OSLayerUnavailable: never a silent downgrade
     for provider, why in selection.passed_over:
         print(

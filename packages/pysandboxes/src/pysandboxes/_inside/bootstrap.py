@@ -15,6 +15,8 @@ import sys
 from pysandboxes import _mode
 from pysandboxes._inside import runner as _runner
 from pysandboxes._inside.enforce import Enforcing, Messages
+from pysandboxes._inside.evaluation import learning as _eval_learning
+from pysandboxes._inside.evaluation import patch as _evaluation
 from pysandboxes._inside.guards import dnspins, filewraps
 from pysandboxes._inside.guards.audit import AuditHook
 from pysandboxes._inside.guards.calls import FORK_EXEC_FAMILY, CallGuard, install_stand_in
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from types import CodeType
 
     from pysandboxes._inside.enforce import Enforcer
+    from pysandboxes._policy.model import Policy
     from pysandboxes._wire.spec import Program
 
 
@@ -135,9 +138,34 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     # Before the hook, which guards the functions these build (and judges their making).
     dnspins.install(policy.pins, sealed_globals)
     filewraps.install(files.metadata_seen, sealed_globals)
+    installed = [r for r in roots if "-packages" in r]
+    ambient = _evaluation.ambient_files(os.path.dirname(os.__file__), installed)
+    learning = getattr(enforcer, "eval_used", None)
+    _guard_evaluation(policy, api, ambient, sealed_globals, learning)
     hook.install()
     _hide(internal)
     return judge
+
+
+def _guard_evaluation(
+    policy: Policy,
+    api: ApiJudge,
+    ambient: Callable[[str], bool],
+    sealed_globals: dict[str, object],
+    learning: Callable[[str, str], None] | None,
+) -> None:
+    """The ``eval-*`` profiles: guarded ``eval``/``exec``/``compile`` with a default one,
+    unless ``python-api`` grants them raw (with ``eval-*`` lines, a config error). A
+    learning run evaluates under a profile of every construct, and reports each used."""
+    from pysandboxes._policy.evaluation import profiles
+
+    found = profiles(policy.eval)
+    if any(api.judge(f"builtins.{name}").allowed for name in ("eval", "exec", "compile")):
+        found.pop("", None)
+    elif learning is not None:
+        found[""] = _eval_learning.LEARNING_PROFILE
+        _eval_learning.learn_with(learning)
+    _evaluation.install(found, ambient, sealed_globals)
 
 
 def _enforcer(spec: LaunchSpec) -> Enforcer:

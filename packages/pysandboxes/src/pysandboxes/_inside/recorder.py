@@ -222,6 +222,11 @@ class Learning:
         """Record an import; ``category`` marks a native extension the API rules guard."""
         self._send(Event("import", module, "native" if category else "module"))
 
+    def eval_used(self, key: str, name: str) -> None:
+        """Record a construct an evaluated source used (``key``: ``syntax``, ``call``,
+        ``attribute``, ``import`` or ``magic``; see ``_inside.evaluation.learning``)."""
+        self._send(Event("eval", name, key))
+
     def _learn_name(self, name: str) -> None:
         """Remember the addresses ``name`` leads to: the program will connect to one of
         them by address, and the rule should name the host it asked for."""

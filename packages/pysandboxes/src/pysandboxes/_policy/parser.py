@@ -261,6 +261,9 @@ def _assemble(builder: Builder, files: Iterable[str]) -> Policy:
         from pysandboxes._policy import evalkeys
 
         evalkeys.check_dynamic_code_grant(builder, evals, api)
+        from pysandboxes._policy.evaluation import warn_wide
+
+        warn_wide(builder, evals)
     mode = singles.get("remote-result-mode")
     classes: list[ResultClassRule] = lists.get("result-classes", [])
     partialkeys.check(builder, classes, mode is not None and mode.value == "objects")

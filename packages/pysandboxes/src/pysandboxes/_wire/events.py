@@ -22,6 +22,8 @@ FAMILIES: dict[str, frozenset[str]] = {
     "lookup": frozenset({"OUT"}),
     "import": frozenset({"module", "native"}),
     "call": frozenset(CATEGORIES),
+    # A construct an evaluated source used, by the eval-* key that allows it.
+    "eval": frozenset({"syntax", "call", "attribute", "import", "magic"}),
     # Partial mode: a result held an object (of the application's own class, or of
     # another). Reported by the trusted side only: the same family from a child is dropped.
     "result": frozenset({"own", "named"}),
@@ -42,7 +44,8 @@ class Event:
     """One access the rules in force would have refused.
 
     Attributes:
-        family: ``file``, ``env``, ``net``, ``lookup``, ``import``, ``call`` or ``result``.
+        family: ``file``, ``env``, ``net``, ``lookup``, ``import``, ``call``, ``eval`` or
+            ``result``.
         name: what was accessed: a real path, a variable name, the host as the program
             named it, a top-level module, a function's qualified name.
         access: how (see ``FAMILIES``): a file access or ``list``, a direction, a call's

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import sys
 
+from pysandboxes._host.learning.evalrules import eval_rules
 from pysandboxes._host.learning.filerules import file_rules
 from pysandboxes._host.learning.places import Context, secret_variable
 from pysandboxes._policy.registry import DANGEROUS_CATEGORIES, SENSITIVE_FUNCTIONS
@@ -82,6 +83,7 @@ def learn(events: Iterable[Event], context: Context) -> Learned:
     _net(out, [e for e in ordered if e.family == "net"])
     _imports(out, [e for e in ordered if e.family == "import"])
     _calls(out, [e for e in ordered if e.family == "call"])
+    eval_rules(out.add, [e for e in ordered if e.family == "eval"], out.skipped)
     _results(out, [e for e in ordered if e.family == "result"])
     skipped = list(out.skipped)
     if out.secrets:

@@ -15,6 +15,7 @@ import types
 from _io import open as _open
 
 from pysandboxes._inside.enforce import call_refusal
+from pysandboxes._inside.evaluation.runner import vouching
 from pysandboxes._inside.guards.askers import OWN_DIRS, bottom_code
 from pysandboxes._inside.guards.audit import current_frame
 from pysandboxes._inside.guards.codeshapes import (
@@ -105,6 +106,7 @@ class DynamicCodeGuard:
         self._interactive: frozenset[str] = _INTERACTIVE if interactive else frozenset[str]()
         self._coroutine = types.coroutine.__code__
         self._boot = bottom_code()  # the boot code, at the bottom of a session's stack
+        self._vouches = vouching(self._own)
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -229,6 +231,8 @@ class DynamicCodeGuard:
     def _compile(self, args: tuple[Any, ...]) -> None:
         source = args[0] if args else None
         compiled = args[1] if len(args) > 1 else None
+        if self._vouches(current_frame()):  # a checked eval-* source (_inside/evaluation)
+            return
         if not self._user_code(source, compiled):
             return
         if not self._allowed:

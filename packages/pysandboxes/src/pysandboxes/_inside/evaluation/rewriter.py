@@ -1,0 +1,87 @@
+"""The checked tree, rewritten so that the budgets see what it does.
+
+Calls go through ``__sb_call`` (call depth, iteration of what builtins consume, the
+arguments of the builtins that reach attributes or format fields); ``for`` loops and
+comprehensions iterate through ``__sb_iter``; ``while`` bodies tick ``__sb_tick``; the
+operators that can build huge values (``**``, ``*``, ``<<``, ``%``) go through
+``__sb_binop``, which refuses a result too large before CPython computes it; a
+formatted value with a format spec goes through ``__sb_format``. The checker refuses any
+name of the source containing ``__sb_``, so these names are the sandbox's only.
+"""
+
+from __future__ import annotations
+
+import ast
+
+_RISKY: dict[type[ast.operator], str] = {
+    ast.Pow: "**",
+    ast.Mult: "*",
+    ast.LShift: "<<",
+    ast.Mod: "%",
+}
+
+
+def _helper(name: str, node: ast.AST) -> ast.Name:
+    return ast.copy_location(ast.Name(id=f"__sb_{name}", ctx=ast.Load()), node)
+
+
+def _call(name: str, node: ast.AST, args: list[ast.expr]) -> ast.Call:
+    return ast.copy_location(ast.Call(func=_helper(name, node), args=args, keywords=[]), node)
+
+
+class _Rewriter(ast.NodeTransformer):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        node.args = [node.func, *node.args]
+        node.func = _helper("call", node)
+        return node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.AST:
+        self.generic_visit(node)
+        symbol = _RISKY.get(type(node.op))
+        if symbol is None:
+            return node
+        return _call("binop", node, [ast.Constant(symbol), node.left, node.right])
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> ast.AST:
+        self.generic_visit(node)
+        symbol = _RISKY.get(type(node.op))
+        if symbol is None or not isinstance(node.target, ast.Name):
+            return node
+        load = ast.copy_location(ast.Name(id=node.target.id, ctx=ast.Load()), node)
+        value = _call("binop", node, [ast.Constant(symbol), load, node.value])
+        return ast.copy_location(ast.Assign(targets=[node.target], value=value), node)
+
+    def visit_For(self, node: ast.For) -> ast.AST:
+        self.generic_visit(node)
+        node.iter = _call("iter", node.iter, [node.iter])
+        return node
+
+    visit_AsyncFor = visit_For  # type: ignore[assignment]
+
+    def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
+        self.generic_visit(node)
+        node.iter = _call("iter", node.iter, [node.iter])
+        return node
+
+    def visit_While(self, node: ast.While) -> ast.AST:
+        self.generic_visit(node)
+        tick = ast.copy_location(ast.Expr(_call("tick", node, [])), node)
+        node.body = [tick, *node.body]
+        return node
+
+    def visit_FormattedValue(self, node: ast.FormattedValue) -> ast.AST:
+        self.generic_visit(node)
+        if node.format_spec is None:
+            return node
+        spec = node.format_spec
+        args = [node.value, ast.Constant(node.conversion), spec]
+        node.value = _call("format", node, args)
+        node.conversion = -1
+        node.format_spec = None
+        return node
+
+
+def rewrite(tree: ast.AST) -> ast.AST:
+    """``tree`` rewritten in place for the budgets, locations fixed."""
+    return ast.fix_missing_locations(_Rewriter().visit(tree))
