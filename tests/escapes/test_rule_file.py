@@ -258,6 +258,15 @@ def test_cant_replace_exposed_path_with_symlink(lab: Lab, kind: str) -> None:
     code = _constants(lab) + (PLANT_DIR if kind == "directory" else PLANT_FILE)
     assert "DONE" in lab.control(code).stdout
     assert lab.out.is_symlink()
+    if kind == "file":
+        # A file rule lets its file be removed and made again (a rotated log, a journal):
+        # the removal goes through, the link in its place is refused.
+        lab.reset()
+        result = lab.sb("-c", code)
+        assert "RulePermissionError" in result.stderr, result.stderr
+        assert "DONE" not in result.stdout
+        assert not lab.out.is_symlink()
+        return
     lab.refused(
         code,
         ("RulePermissionError", "RuleFileNotFoundError"),

@@ -10,8 +10,10 @@ def square(n: int) -> int:
 
 if __name__ == "__main__":
     context = multiprocessing.get_context(sys.argv[1])
-    with context.Pool(2) as pool:
-        print(sys.argv[1], pool.map(square, range(6)))
+    pool = context.Pool(2)
+    print(sys.argv[1], pool.map(square, range(6)))
+    pool.close()  # the workers end on their own: no signal is needed (terminate() sends one)
+    pool.join()
     lock = context.Lock()
     with lock:
         print("locked")

@@ -290,13 +290,16 @@ class CallGuard:
     def _stand_in(self, args: tuple[Any, ...]) -> None:
         key = plain_str(args[0]) if args else None
         what, qualname = _STAND_IN.get(key or "", ("Reaching C through ctypes", "ctypes.cast"))
-        self._enforcer.refuse_call(
-            qualname,
-            "native",
+        message = (
             f"{what} is refused by the API guard (category: native): without a native grant, "
             "ctypes has the C types and their sizes here, with no memory behind them. Add "
-            f"'python-api=ALLOW:native' to {self._rule_file} to allow it.",
+            f"'python-api=ALLOW:native' to {self._rule_file} to allow it."
         )
+        if key == "pythonapi":
+            # As where ctypes has no pythonapi (PyPy): `from ctypes import pythonapi` in a
+            # try/except ImportError falls back (prompt_toolkit's SIGINT handling).
+            self._enforcer.refuse_import(qualname, message, "native")
+        self._enforcer.refuse_call(qualname, "native", message)
 
     def _extension(self, args: tuple[Any, ...]) -> None:
         """An extension module created from a spec (``_imp.create_dynamic``): judged by
