@@ -33,8 +33,12 @@ def test_python_sb_pins_exactly_its_own_pysandboxes(repo_root: Path) -> None:
 
 def test_library_does_not_require_cli_dependencies() -> None:
     requires = metadata.requires("pysandboxes") or []
-    names = {r.split(">")[0].split("=")[0].split(";")[0].strip().lower() for r in requires}
+    always = [r for r in requires if "extra ==" not in r]
+    names = {r.split(">")[0].split("=")[0].split(";")[0].strip().lower() for r in always}
     assert names == {"tomlkit"}
+    # The MCP helper's SDK is an extra, asked for by name: `pysandboxes[mcp]`.
+    extras = {r.split(";")[1].split("==")[1].strip(" \"'") for r in requires if "extra ==" in r}
+    assert extras == {"mcp"}
 
 
 def test_ipython_is_an_optional_extra_of_the_cli() -> None:

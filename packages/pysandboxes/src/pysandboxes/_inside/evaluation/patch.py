@@ -43,6 +43,9 @@ _normpath = os.path.normpath
 #: The code objects the guarded ``compile`` returned, with the profile that checked them.
 _ours: weakref.WeakKeyDictionary[CodeType, EvalProfile] = weakref.WeakKeyDictionary()
 _profiles: dict[str, EvalProfile] = {}
+#: The sealed builtins put in place: a package's alias of one (mpmath's ``exec_``) is an
+#: alias of the builtin for the dynamic-code guard.
+SEALED: list[object] = []
 # "@0" is BaseException; the work is ``_impl``'s, taken onto the stack and cleared first.
 _SEALED = """
 def {name}({parameters}, _impl=None):
@@ -110,6 +113,7 @@ def install(
         sealed.__doc__ = _raw[name].__doc__
         sealed.__module__ = "builtins"
         setattr(builtins, name, sealed)
+        SEALED.append(sealed)
 
 
 def _caller_mode(profile: EvalProfile, globals_: Any, locals_: Any) -> tuple[Any, Any]:
@@ -126,7 +130,11 @@ def _guarded(kind: str, profile: EvalProfile, ambient: Callable[[str], bool]) ->
     mode = "eval" if kind == "eval" else "exec"
 
     def guarded(source: Any, globals: Any = None, locals: Any = None, /) -> Any:
-        if ambient(_getframe(2).f_code.co_filename):  # past the sealed function
+        caller = _getframe(2)  # past the sealed function
+        if ambient(caller.f_code.co_filename):
+            if globals is None:  # the caller's namespace, as the builtin would take it
+                globals = caller.f_globals
+                locals = caller.f_locals if locals is None else locals
             return raw(source, globals, locals)
         if type(source) is CodeType:
             checked = _ours.get(source)

@@ -15,6 +15,7 @@ import types
 from _io import open as _open
 
 from pysandboxes._inside.enforce import call_refusal
+from pysandboxes._inside.evaluation.patch import SEALED
 from pysandboxes._inside.evaluation.runner import vouching
 from pysandboxes._inside.guards.askers import OWN_DIRS, bottom_code
 from pysandboxes._inside.guards.audit import current_frame
@@ -73,7 +74,7 @@ def _names(frame: FrameType, names: frozenset[str]) -> bool:
     return any(
         type(name) is str
         and name.strip("_") in _COMPILING
-        and any(found.get(name) is builtin for builtin in _COMPILERS)
+        and any(found.get(name) is builtin for builtin in (*_COMPILERS, *SEALED))
         for name in code_names
     )
 
