@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
+    from pysandboxes._inside.decisions import DecisionLog
     from pysandboxes._inside.enforce import Enforcer
     from pysandboxes._inside.guards.paths import Resolver
     from pysandboxes._policy.judge import FileJudge
@@ -70,6 +71,8 @@ class FileGuard:
         #: Absolute paths whose metadata may be read, shared with the stat wrappers so they
         #: can skip the hook. It grants nothing the wrappers' own originals do not.
         self.metadata_seen: set[tuple[str, bool]] = set()
+        #: The decision log, when allowed accesses are logged too (``audit-log=``).
+        self.log: DecisionLog | None = None
         self._events: Mapping[str, Callable[[tuple[Any, ...]], None]] = {
             "open": self._open_event,
             # A directory above an exposure may be listed: the listing then shows only the
@@ -158,6 +161,8 @@ class FileGuard:
         key = (absolute, access, follow, metadata)
         known = self._settled.get(key)
         if known is not None:
+            if self.log is not None:
+                self.log.file(known, access, self.judge.exposure)
             return known
         if absolute.endswith("/"):
             follow = True  # "link/" names what the link points to, even for lstat
@@ -186,8 +191,12 @@ class FileGuard:
                     self._settled.clear()
                     self.metadata_seen.clear()
                 self._settled[key] = real
-                if metadata and access is _READ and named == absolute and base is None:
+                # (not with a decision log: each look is counted there)
+                seen = metadata and access is _READ and named == absolute and base is None
+                if seen and self.log is None:
                     self.metadata_seen.add((named, follow))
+            if self.log is not None:
+                self.log.file(real, access, self.judge.exposure)
             return real
         self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
         return real

@@ -25,9 +25,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from pysandboxes._inside.decisions import DecisionLog
     from pysandboxes._inside.enforce import Enforcer
     from pysandboxes._policy.judge import NetJudge
-    from pysandboxes._policy.model import Policy
+    from pysandboxes._policy.model import Origin, Policy
 
 _FAMILY = _raw_socket.__dict__["family"]
 _TYPE = _raw_socket.__dict__["type"]
@@ -88,6 +89,9 @@ class NetworkGuard:
         self._getaddrinfo: Callable[..., Any] = _socket.getaddrinfo
         self._numeric: set[str] = set()  # host strings that are addresses, not names
         self._passed: set[tuple[str, str, int, str]] = set()
+        #: The decision log, when allowed accesses are logged too (``audit-log=``).
+        self.log: DecisionLog | None = None
+        self._hosts = {rule.host.lower(): rule.origin for rule in policy.net if rule.host}
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -162,9 +166,13 @@ class NetworkGuard:
             host = "255.255.255.255"
         key = (proto, host, port, direction)
         if key in self._passed:
+            if self.log is not None:
+                self.log.allowed("net", f"{host}:{port}", direction, self._judge_rule(key))
             return  # an address (never a name: its answer may move) allowed before
         for ip in self._addresses(host, port, family):
             verdict = self._judge.judge(proto, ip, port, direction)
+            if verdict.allowed and self.log is not None:
+                self.log.allowed("net", f"{host}:{port}", direction, verdict.rule)
             if not verdict.allowed:
                 shown = f"[{ip}]:{port}" if host == ip else f"{host} ([{ip}]:{port})"
                 if verdict.rule is not None:
@@ -202,6 +210,8 @@ class NetworkGuard:
             self._remember(host)
             return
         if host.lower().rstrip(".") in self._pinned_names:
+            if self.log is not None:
+                self.log.allowed("lookup", host, "OUT", self._hosts.get(host.lower().rstrip(".")))
             return
         self._refuse(
             f"Looking up the name {host!r} is refused: no net= rule names it. Add a rule "
@@ -230,6 +240,10 @@ class NetworkGuard:
             None,
             Connection("", host, 0, "lookup"),
         )
+
+    def _judge_rule(self, key: tuple[str, str, int, str]) -> Origin | None:
+        """The rule that allowed an address passed before (for the decision log)."""
+        return self._judge.judge(key[0], key[1], key[2], key[3]).rule
 
     def _remember(self, host: str) -> None:
         if len(self._numeric) > 4096:  # bounded: a program may try many spellings
