@@ -113,9 +113,9 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     )
     hook.add(files.events)
     network = NetworkGuard(NetJudge(policy.net), policy, enforcer, spec.rule_file)
-    hook.add(network.events)
     allowed_log = log if log is not None and log.allowed_too else None
     files.log = network.log = allowed_log
+    hook.add(network.events)
     calls = CallGuard(api, enforcer, spec.rule_file, allowed_log)
     hook.add(calls.events)
     hook.add(dynamic.events)

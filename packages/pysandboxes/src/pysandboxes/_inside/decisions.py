@@ -137,9 +137,11 @@ class DecisionLog:
             return
         self._busy.add(thread)
         try:
-            where = program_site(self._cwd)[0]
-            if where is None:
-                return  # the sandbox's own doing, not the program's
+            where, importing = program_site(self._cwd)
+            if where is None or (importing and not where):
+                # The sandbox's own doing: its start, a traceback it prints, the import of
+                # the modules of @sandbox functions (whose byte code it may not cache).
+                return
             key = (kind, target, access, rule, where, False)
             entry = self._entries.get(key)
             if entry is None:
@@ -275,7 +277,7 @@ class Auditing:
             fix = f"net=ALLOW|tcp|{target.host}|443|OUT"
             self._log.refused("lookup", target.host, "OUT", shown, fix if rule is None else "")
         elif target is not None:
-            name = f"{target.host}:{target.port}"
+            name = f"{target.proto}:{target.host}:{target.port}"
             fix = f"net=ALLOW|{target.proto}|{target.host}|{target.port}|{target.direction}"
             self._log.refused("net", name, target.direction, shown, fix if rule is None else "")
         else:

@@ -61,7 +61,8 @@ class Decision:
 
     Attributes:
         kind: ``file``, ``env``, ``net``, ``lookup``, ``import``, ``call`` or ``eval``.
-        target: a real path, a variable, ``host:port``, a host name, a module, a function.
+        target: a real path, a variable, ``proto:host:port`` (``tcp:example.org:443``), a
+            host name, a module, a function.
         access: how (see ``KINDS``); a call's category.
         allowed: the verdict.
         rule: ``file:line`` of the deciding rule, ``NO_RULE`` or ``IMPLICIT``.

@@ -191,9 +191,7 @@ class FileGuard:
                     self._settled.clear()
                     self.metadata_seen.clear()
                 self._settled[key] = real
-                # (not with a decision log: each look is counted there)
-                seen = metadata and access is _READ and named == absolute and base is None
-                if seen and self.log is None:
+                if metadata and access is _READ and named == absolute and base is None:
                     self.metadata_seen.add((named, follow))
             if self.log is not None:
                 self.log.file(real, access, self.judge.exposure)

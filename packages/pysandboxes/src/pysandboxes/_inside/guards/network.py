@@ -17,6 +17,7 @@ import _socket
 from _socket import socket as _raw_socket
 
 from pysandboxes._inside.enforce import Connection
+from pysandboxes._inside.guards.dnspins import PINNED_EVENT
 from pysandboxes._inside.guards.values import plain_int, plain_str
 from pysandboxes._policy import netaddr  # bound now: hidden with the guards' modules
 
@@ -96,7 +97,7 @@ class NetworkGuard:
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
         """The audit events judged here."""
-        return {
+        handlers: dict[str, Callable[[tuple[Any, ...]], None]] = {
             "socket.__new__": self._new,
             "socket.connect": lambda a: self._address(a, "OUT", "connection to"),
             "socket.sendto": lambda a: self._address(a, "OUT", "datagram to"),
@@ -110,6 +111,9 @@ class NetworkGuard:
                 _tuple_item(a[0], 0) if a and issubclass(type(a[0]), tuple) and a[0] else None
             ),
         }
+        if self.log is not None:  # a pinned name, answered from the rules (dnspins)
+            handlers[PINNED_EVENT] = lambda a: self._pinned(a[0] if a else None)
+        return handlers
 
     def _new(self, args: tuple[Any, ...]) -> None:
         """Only sockets a net= rule can speak of: TCP and UDP over IP, and AF_UNIX."""
@@ -167,12 +171,12 @@ class NetworkGuard:
         key = (proto, host, port, direction)
         if key in self._passed:
             if self.log is not None:
-                self.log.allowed("net", f"{host}:{port}", direction, self._judge_rule(key))
+                self.log.allowed("net", f"{proto}:{host}:{port}", direction, self._judge_rule(key))
             return  # an address (never a name: its answer may move) allowed before
         for ip in self._addresses(host, port, family):
             verdict = self._judge.judge(proto, ip, port, direction)
             if verdict.allowed and self.log is not None:
-                self.log.allowed("net", f"{host}:{port}", direction, verdict.rule)
+                self.log.allowed("net", f"{proto}:{host}:{port}", direction, verdict.rule)
             if not verdict.allowed:
                 shown = f"[{ip}]:{port}" if host == ip else f"{host} ([{ip}]:{port})"
                 if verdict.rule is not None:
@@ -201,6 +205,12 @@ class NetworkGuard:
         except OSError:
             return []  # the system call will fail the same way
         return list(dict.fromkeys(str(info[4][0]).split("%")[0] for info in infos))
+
+    def _pinned(self, name: object) -> None:
+        """A name answered from the rules' pins: an allowed lookup, for the decision log."""
+        host = _text(name)
+        if host is not None and self.log is not None and host in self._pinned_names:
+            self.log.allowed("lookup", host, "OUT", self._hosts.get(host))
 
     def _lookup(self, name: object) -> None:
         host = _text(name)
