@@ -225,6 +225,29 @@ def test_the_exit_summary_names_the_log_when_there_is_one(sb: Runner, project: P
     assert f"the full log: {project / 'audit.jsonl'}" in result.stderr, result.stderr
 
 
+def test_no_exit_summary_when_the_refusal_ended_the_program_with_its_traceback(
+    sb: Runner, project: Path
+) -> None:
+    (project / ".py-sandboxes").write_text("expose-ro=.\naudit-log=audit.jsonl\n")
+    result = sb("-c", "open('/etc/hostname')")
+    assert result.returncode == 1
+    assert "RuleFileNotFoundError" in result.stderr
+    assert "python-sb:" not in result.stderr, result.stderr
+    find(read_log(project / "audit.jsonl"), "file", "/etc/hostname", "refused")  # logged
+
+
+def test_the_summary_lists_the_swallowed_refusal_not_the_one_that_ended_the_program(
+    sb: Runner, project: Path
+) -> None:
+    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    code = SWALLOWED + "open('/etc/passwd')\n"
+    result = sb("-c", code)
+    assert result.returncode == 1
+    assert "2 accesses were refused by the sandbox (2 file)" in result.stderr, result.stderr
+    assert "file /etc/hostname (read)" in result.stderr
+    assert "file /etc/passwd (read) at" not in result.stderr
+
+
 def test_no_exit_summary_when_nothing_was_refused(sb: Runner, project: Path) -> None:
     (project / ".py-sandboxes").write_text("expose-ro=.\n")
     result = sb("-c", "print('fine')")

@@ -41,12 +41,15 @@ class Refusals:
         kinds: ``(kind, count)`` of the refusals, most first.
         first: the first refusals (``SHOWN`` at most), one per target.
         dropped: wire lines that were not well-formed decisions.
+        swallowed: the refusals that did not end the program as its uncaught exception
+            (whose traceback said it all): the summary is shown when there is one.
     """
 
     total: int
     kinds: tuple[tuple[str, int], ...]
     first: tuple[Decision, ...]
     dropped: int = 0
+    swallowed: int = 0
 
 
 def open_log(path: str) -> int:
@@ -70,12 +73,13 @@ class LogWriter:
     def __init__(self, pipe: int, log: int | None, mode: str, *, keep_allowed: bool = True) -> None:
         self._pipe = pipe
         self._log = log
-        self._mode = mode
+        self.mode = mode
         self._keep_allowed = keep_allowed
         self._total = 0
         self._kinds: dict[str, int] = {}
         self._first: dict[tuple[str, str, str], Decision] = {}
         self._dropped = 0
+        self._surfaced = 0
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
@@ -105,6 +109,10 @@ class LogWriter:
             self._dropped += dropped
             stamp = _now()
             for decision in decisions:
+                if decision.surfaced:
+                    self._surfaced += 1
+                    self._first.pop((decision.kind, decision.target, decision.access), None)
+                    continue
                 if not decision.allowed:
                     self._count(decision)
                 elif not self._keep_allowed:
@@ -112,7 +120,7 @@ class LogWriter:
                 if self._log is None:
                     continue
                 try:
-                    os.write(self._log, log_line(decision, stamp, self._mode).encode())
+                    os.write(self._log, log_line(decision, stamp, self.mode).encode())
                 except OSError:
                     return  # a full disk: the program runs on, the summary still counts
 
@@ -129,7 +137,9 @@ class LogWriter:
         self._thread.join(timeout=patience)
         with self._lock:
             kinds = tuple(sorted(self._kinds.items(), key=lambda item: (-item[1], item[0])))
-            return Refusals(self._total, kinds, tuple(self._first.values()), self._dropped)
+            swallowed = self._total - min(self._surfaced, self._total)
+            first = tuple(self._first.values())
+            return Refusals(self._total, kinds, first, self._dropped, swallowed)
 
     def close(self) -> None:
         """Close the log's descriptor."""
@@ -143,14 +153,23 @@ class LogWriter:
             self._log = None
 
 
-def summary(refusals: Refusals, log: str | None, rule_file: str) -> str:
-    """The lines for stderr at exit; ``""`` when nothing was refused. ``log``: the log's
+#: How each mode names the ways to get a log and to silence the summary.
+_WAYS = {
+    "complete": ("python-sb", "--audit-log=FILE", "--quiet-refusals"),
+    "partial": ("pysandboxes", "sandboxes(audit_log=FILE)", "sandboxes(quiet_refusals=True)"),
+}
+
+
+def summary(refusals: Refusals, log: str | None, rule_file: str, mode: str = "complete") -> str:
+    """The lines for stderr at exit; ``""`` when nothing was refused but, perhaps, the
+    refusal whose traceback ended the program. ``log``: the log's
     path, ``None`` when the run kept none (the summary then says how to get one)."""
-    if not refusals.total:
+    if not refusals.swallowed or not refusals.first:
         return ""
+    name, get_log, quiet = _WAYS[mode]
     kinds = ", ".join(f"{count} {kind}" for kind, count in refusals.kinds)
     plural = "access was" if refusals.total == 1 else "accesses were"
-    lines = [f"python-sb: {refusals.total} {plural} refused by the sandbox ({kinds}):"]
+    lines = [f"{name}: {refusals.total} {plural} refused by the sandbox ({kinds}):"]
     for decision in refusals.first:
         where = f" at {_printable(decision.where)}" if decision.where else ""
         what = f"  {decision.kind} {_printable(decision.target)} ({decision.access}){where}"
@@ -165,8 +184,8 @@ def summary(refusals: Refusals, log: str | None, rule_file: str) -> str:
     if log is not None:
         lines.append(f"  the full log: {log}")
     else:
-        lines.append("  for the full log, run again with --audit-log=FILE")
-    lines.append("  (--quiet-refusals, or quiet-refusals=true in the rule file, hides this)")
+        lines.append(f"  for the full log, run again with {get_log}")
+    lines.append(f"  ({quiet}, or quiet-refusals=true in the rule file, hides this)")
     return "\n".join(lines)
 
 
@@ -214,7 +233,8 @@ class AuditRun:
         """Once the child ended: close the log, print the summary (unless quiet)."""
         refusals = writer.finish(patience)
         writer.close()
-        text = "" if self.quiet else summary(refusals, self.path or None, self.rule_file)
+        log = self.path or None
+        text = "" if self.quiet else summary(refusals, log, self.rule_file, writer.mode)
         if text:
             import sys
 
@@ -279,4 +299,4 @@ def start_audit(spec: LaunchSpec) -> tuple[LaunchSpec, AuditRun | None]:
     keep_allowed = setting is not None and (level is None or level.value == "all")
     read_fd, child_fd = os.pipe()
     run = AuditRun(read_fd, child_fd, log_fd, path, keep_allowed, quiet_value, spec.rule_file)
-    return replace(spec, audit=AuditSpec(child_fd, keep_allowed)), run
+    return replace(spec, audit=AuditSpec(child_fd, keep_allowed, setting is not None)), run

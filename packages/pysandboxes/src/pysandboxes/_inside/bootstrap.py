@@ -112,6 +112,10 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         sealed_globals,
     )
     hook.add(files.events)
+    if log is not None:
+        from pysandboxes._inside.decisions import SURFACED_EVENT
+
+        hook.add({SURFACED_EVENT: log.surfaced})
     network = NetworkGuard(NetJudge(policy.net), policy, enforcer, spec.rule_file)
     allowed_log = log if log is not None and log.allowed_too else None
     files.log = network.log = allowed_log

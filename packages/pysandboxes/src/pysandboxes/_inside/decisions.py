@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 #: The logs of this process (one, unless a test makes more): sent after each call of
 #: partial mode (``flush_all``), whose child lives on between calls.
 _LOGS: list[DecisionLog] = []
+#: Raised by the runner as it prints an uncaught refusal (see ``DecisionLog.surfaced``).
+SURFACED_EVENT = "pysandboxes.surfaced"
 _QUEUED = 64
 _PERIOD = 1.0
 _CHECK_EVERY = 4095  # a mask: the clock is read once per 4096 repeats
@@ -81,7 +83,10 @@ class DecisionLog:
         self._ticks = 0
         self._last = monotonic()
         self._busy: set[int] = set()
+        self._main = get_ident()
+        self._last_refusal: _Entry | None = None  # the main thread's last refusal
         self._pid = os.getpid()
+        self._lstat = os.lstat  # the original: taken before the file wrappers
         self._modules: set[str] = set(sys.modules)
         self.imports: ImportJudge | None = None  # judges the modules seen loaded, at flush
         os.register_at_fork(after_in_child=self._forked)
@@ -152,6 +157,8 @@ class DecisionLog:
             if entry.count == entry.sent:
                 self._dirty.append(entry)
             entry.count += 1
+            if thread == self._main:
+                self._last_refusal = entry
             self._flush()
         finally:
             self._busy.discard(thread)
@@ -177,6 +184,21 @@ class DecisionLog:
                 self._tick()
         finally:
             self._busy.discard(thread)
+
+    def surfaced(self, args: tuple[object, ...]) -> None:
+        """The runner is printing an uncaught refusal: the main thread's last one, which
+        the summary at exit need not repeat (handler of ``SURFACED_EVENT``)."""
+        last, self._last_refusal = self._last_refusal, None
+        if last is not None:
+            self._write(encode_decision(replace(last.first, count=1, surfaced=True)))
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists (the original ``lstat``: no guard is asked)."""
+        try:
+            self._lstat(path)
+        except (OSError, ValueError):
+            return False
+        return True
 
     def _tick(self) -> None:
         if monotonic() - self._last >= _PERIOD:
@@ -253,12 +275,17 @@ class Auditing:
         self.hides_entries = inner.hides_entries
 
     def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
-        """Record, then refuse through ``inner``."""
-        fix = self._messages.suggestion(verdict.fix).strip()
+        """Record, then refuse through ``inner``: not the interpreter's byte-code cache,
+        nor a ``mkdir`` of a directory that exists (it would fail all the same)."""
+        if report.api == "os.mkdir" and self._log.exists(report.real):
+            self._inner.refuse_file(report, verdict)
+            return
+        given = verdict.fix if verdict.fix is None or not verdict.fix.startswith("<") else None
+        fix = self._messages.suggestion(given).strip()
         fix = fix[len("Add '") :].partition("' to ")[0] if fix.startswith("Add '") else ""
         target = report.real if report.real.startswith("/") else report.named
-        rule = _fields(verdict.rule)
-        self._log.refused("file", target, report.access.value, rule, fix)
+        if "/__pycache__" not in target:  # the interpreter's byte-code cache: it copes
+            self._log.refused("file", target, report.access.value, _fields(verdict.rule), fix)
         self._inner.refuse_file(report, verdict)
 
     def refuse_call(self, qualname: str, category: str, message: str) -> None:
@@ -325,7 +352,8 @@ def start_log(
     log = DecisionLog(spec.fd, os.getcwd(), allowed_too=spec.allowed_too)
     if spec.allowed_too:
         log.imports = ImportJudge(policy)
-    _watch_environment(log, policy)
+    if spec.logged:  # a variable the sandbox lacks is no news worth a summary
+        _watch_environment(log, policy)
     atexit.register(log.flush)
     _LOGS.append(log)
     messages = Messages(launch.rule_file, launch.rule_dir)

@@ -138,9 +138,12 @@ def decode_decision(line: bytes) -> _decisions.Decision | None:
     access, rule = _decision_text(fields.get("a")), _decision_text(fields.get("r"))
     texts = [_decision_text(fields.get(name, "")) for name in ("x", "w", "f")]
     verdict, count, process = fields.get("v"), fields.get("n"), fields.get("p", 0)
+    surfaced = fields.get("s", 0)
     if kind not in _decisions.KINDS or not target or access is None or not rule:
         return None
-    if not _decisions.known_access(kind, access) or verdict not in (0, 1) or None in texts:
+    if not _decisions.known_access(kind, access) or None in texts:
+        return None
+    if verdict not in (0, 1) or surfaced not in (0, 1) or (surfaced and verdict):
         return None
     if type(count) is not int or not 0 < count < 1 << 62:
         return None
@@ -149,7 +152,7 @@ def decode_decision(line: bytes) -> _decisions.Decision | None:
     text, where, fix = (t or "" for t in texts)
     allowed = verdict == 1
     return _decisions.Decision(
-        kind, target, access, allowed, rule, text, where, count, fix, process
+        kind, target, access, allowed, rule, text, where, count, fix, process, surfaced == 1
     )
 
 

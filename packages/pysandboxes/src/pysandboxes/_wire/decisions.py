@@ -48,7 +48,7 @@ MAX_LINE = 4096
 MAX_TEXT = 1024
 #: Most distinct decisions a child reports; later new ones are counted in one line.
 MAX_DISTINCT = 50_000
-WIRE_FIELDS = frozenset({"k", "t", "a", "v", "r", "x", "w", "n", "f", "p"})
+WIRE_FIELDS = frozenset({"k", "t", "a", "v", "r", "x", "w", "n", "f", "p", "s"})
 LOG_FIELDS = frozenset(
     {"v", "time", "process", "kind", "target", "access", "verdict", "rule", "rule_text"}
     | {"where", "count", "fix", "mode"}
@@ -71,6 +71,9 @@ class Decision:
         count: how many identical decisions this stands for.
         fix: for a refusal, the rule line that would allow it, ``""`` when none would.
         process: the sandboxed process that decided (its pid as the sandbox sees it).
+        surfaced: on the wire only: this refusal, sent before, ended the program as its
+            uncaught exception (its traceback is on the terminal): no line of the log,
+            and the summary at exit need not repeat it.
     """
 
     kind: str
@@ -83,6 +86,7 @@ class Decision:
     count: int = 1
     fix: str = ""
     process: int = 0
+    surfaced: bool = False
 
 
 def encode_decision(decision: Decision) -> bytes:
@@ -102,6 +106,8 @@ def encode_decision(decision: Decision) -> bytes:
         fields["w"] = decision.where[:512]
     if decision.fix:
         fields["f"] = decision.fix[:MAX_TEXT]
+    if decision.surfaced:
+        fields["s"] = 1
     line = json.dumps(fields, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
     return line if len(line) <= MAX_LINE else b""
 

@@ -119,10 +119,13 @@ class AuditSpec:
         fd: the write end of the decision pipe, inherited by the child alone (the log
             itself stays with the trusted side: the child never learns where it is).
         allowed_too: ``audit-log-level=all``: allowed accesses are reported too.
+        logged: a log is kept (``audit-log=``); without one the refusals are only summed
+            up at exit, and reads of variables the sandbox lacks are not watched.
     """
 
     fd: int
     allowed_too: bool = True
+    logged: bool = True
 
 
 @record
