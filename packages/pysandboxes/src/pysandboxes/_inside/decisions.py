@@ -7,9 +7,10 @@ handed it, which writes the log (``_host.auditlog``).
 
 The allowed path must stay cheap: a decision already seen costs a dictionary look-up and
 an increment, and no system call. A decision first seen is queued with the program's
-line; queued lines and the repeats counted since go out in one ``os.write`` per batch:
-when 64 are queued, when a second has passed (checked every few thousand decisions), at
-a refusal (sent at once, with what was queued before it), and at exit.
+line, and goes out in one ``os.write`` per batch: when 64 are queued, at a refusal (sent
+at once, with what was queued before it). The repeats counted since a decision's last
+line go out with a batch made a second or more after the previous full one, after each
+call of partial mode, and at exit.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from _thread import get_ident
 from time import monotonic
 
 from pysandboxes._inside.recorder import program_site
+from pysandboxes._policy.model import Access
 from pysandboxes._record import replace
 from pysandboxes._wire.decisions import (
     IMPLICIT,
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
     from pysandboxes._inside.enforce import Connection, Enforcer, FileAccess, Messages
     from pysandboxes._policy.judge import ApiJudge, ImportJudge
-    from pysandboxes._policy.model import Access, ExposeRule, Origin, Policy, Verdict
+    from pysandboxes._policy.model import ExposeRule, Origin, Policy, Verdict
     from pysandboxes._wire.spec import AuditSpec, LaunchSpec
 
 #: The logs of this process (one, unless a test makes more): sent after each call of
@@ -46,7 +48,7 @@ _LOGS: list[DecisionLog] = []
 SURFACED_EVENT = "pysandboxes.surfaced"
 _QUEUED = 64
 _PERIOD = 1.0
-_CHECK_EVERY = 4095  # a mask: the clock is read once per 4096 repeats
+_ACCESSES = (Access.READ, Access.WRITE, Access.CREATE, Access.DELETE, Access.EXECUTE)
 
 
 class _Entry:
@@ -78,9 +80,9 @@ class DecisionLog:
         self._cwd = cwd.rstrip("/") + "/"
         self.allowed_too = allowed_too
         self._entries: dict[tuple[object, ...], _Entry] = {}
-        self._files: dict[tuple[str, Access], _Entry] = {}
-        self._dirty: list[_Entry] = []
-        self._ticks = 0
+        # Allowed file accesses by access, then real path: the hot path's own index.
+        self._files: dict[Access, dict[str, _Entry]] = {a: {} for a in _ACCESSES}
+        self._queued: list[_Entry] = []  # first seen or refused since the last batch
         self._last = monotonic()
         self._busy: set[int] = set()
         self._main = get_ident()
@@ -94,23 +96,18 @@ class DecisionLog:
     def _forked(self) -> None:
         """A forked child reports its own decisions from now on, not its parent's."""
         self._pid = os.getpid()
-        for entry in self._dirty:
+        for entry in self._entries.values():
             entry.sent = entry.count
-        self._dirty.clear()
+        self._queued.clear()
         self._busy.clear()
 
     # -- recording ---------------------------------------------------------------------
 
     def file(self, real: str, access: Access, rule: Callable[[str], ExposeRule | None]) -> None:
         """An allowed file access (the hot path: ``rule`` is asked for a new one only)."""
-        entry = self._files.get((real, access))
+        entry = self._files[access].get(real)
         if entry is not None:
-            if entry.count == entry.sent:
-                self._dirty.append(entry)
             entry.count += 1
-            self._ticks += 1
-            if not self._ticks & _CHECK_EVERY:
-                self._tick()
             return
         exposure = rule(real)
         if exposure is not None:
@@ -121,15 +118,13 @@ class DecisionLog:
         self._new(("file", real, access.value, id(origin)), "file", real, access.value, shown)
         entry = self._entries.get(("file", real, access.value, id(origin)))
         if entry is not None:
-            self._files[(real, access)] = entry
+            self._files[access][real] = entry
 
     def allowed(self, kind: str, target: str, access: str, origin: Origin | None) -> None:
         """An allowed access of another kind (network, lookup, call, environment...)."""
         key = (kind, target, access, id(origin))
         entry = self._entries.get(key)
         if entry is not None:
-            if entry.count == entry.sent:
-                self._dirty.append(entry)
             entry.count += 1
             return
         shown = _fields(origin) if origin is not None else (IMPLICIT, "")
@@ -154,12 +149,11 @@ class DecisionLog:
                     return
                 decision = Decision(kind, target, access, False, *rule, where, 1, fix, self._pid)
                 self._entries[key] = entry = _Entry(decision, 0)
-            if entry.count == entry.sent:
-                self._dirty.append(entry)
+            self._queued.append(entry)
             entry.count += 1
             if thread == self._main:
                 self._last_refusal = entry
-            self._flush()
+            self._flush(full=monotonic() - self._last >= _PERIOD)
         finally:
             self._busy.discard(thread)
 
@@ -177,11 +171,10 @@ class DecisionLog:
             decision = Decision(kind, target, access, True, *rule, where, 1, "", self._pid)
             entry = _Entry(decision, 1)
             self._entries[key] = entry
-            self._dirty.append(entry)
-            if len(self._dirty) >= _QUEUED:
-                self._flush()
-            else:
-                self._tick()
+            self._queued.append(entry)
+            full = monotonic() - self._last >= _PERIOD
+            if full or len(self._queued) >= _QUEUED:
+                self._flush(full=full)
         finally:
             self._busy.discard(thread)
 
@@ -200,30 +193,29 @@ class DecisionLog:
             return False
         return True
 
-    def _tick(self) -> None:
-        if monotonic() - self._last >= _PERIOD:
-            self.flush()
-
     # -- sending -----------------------------------------------------------------------
 
     def flush(self) -> None:
-        """Send what was counted since the last batch (also called at exit)."""
+        """Send all that was counted since the last batch (at exit, after a call)."""
         thread = get_ident()
         if thread in self._busy:
             return
         self._busy.add(thread)
         try:
-            self._flush()
+            self._flush(full=True)
         finally:
             self._busy.discard(thread)
 
-    def _flush(self) -> None:
-        self._last = monotonic()
-        if self.imports is not None and self.allowed_too:
-            self._loaded_modules(self.imports)
-        dirty, self._dirty = self._dirty, []
+    def _flush(self, *, full: bool) -> None:
+        """Send the queued decisions; ``full``: also the repeats of every decision since
+        its last line (a pass over all of them: once a second at most, and at exit)."""
+        if full:
+            self._last = monotonic()
+            if self.imports is not None and self.allowed_too:
+                self._loaded_modules(self.imports)
+        queued, self._queued = self._queued, []
         batch = b""
-        for entry in dirty:
+        for entry in list(self._entries.values()) if full else queued:
             count, sent = entry.count, entry.sent
             if count <= sent:
                 continue
@@ -257,9 +249,7 @@ class DecisionLog:
             if verdict.allowed:
                 shown = _fields(verdict.rule)
                 decision = Decision("import", name, "module", True, *shown, "", 1, "", self._pid)
-                entry = _Entry(decision, 1)
-                self._entries[("import", name, "module", id(verdict.rule))] = entry
-                self._dirty.append(entry)
+                self._entries[("import", name, "module", id(verdict.rule))] = _Entry(decision, 1)
 
 
 class Auditing:
