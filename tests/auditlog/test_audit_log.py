@@ -272,3 +272,27 @@ def test_an_unwritable_log_is_a_configuration_error(sb: Runner, project: Path) -
     assert "ran" not in result.stdout
     assert "audit-log=log" in result.stderr
     assert "cannot be written" in result.stderr
+
+
+NATIVE = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.open(b"audit.jsonl", os.O_WRONLY | os.O_TRUNC)
+print("open", "refused" if fd < 0 else "DONE")
+print("unlink", "refused" if libc.unlink(b"audit.jsonl") else "DONE")
+"""
+
+
+@pytest.mark.parametrize("provider", ["landlock", "bwrap"])
+def test_native_code_cannot_truncate_or_remove_the_log_under_a_kernel_layer(
+    sb: Runner, py: Runner, project: Path, provider: str
+) -> None:
+    (project / "audit.jsonl").write_text("x\n")
+    assert py("-c", NATIVE).stdout == "open DONE\nunlink DONE\n"  # plain python
+    (project / ".py-sandboxes").write_text(
+        f"expose-rw=.\npython-import=os, ctypes\npython-api=ALLOW:native\n"
+        f"audit-log=audit.jsonl\nos-sandbox={provider}\n"
+    )
+    result = sb("--quiet-refusals", "-c", NATIVE)
+    assert result.stdout == "open refused\nunlink refused\n", result.stdout + result.stderr
+    assert read_log(project / "audit.jsonl")  # the lines written survive, each parses
