@@ -5,6 +5,8 @@ operation is timed inside the program (best of several rounds), under plain pyth
 under python-sb with rules exposing a small tree, once per kernel provider (the Python
 layer alone, Landlock, unshare, bubblewrap); start-up is timed from outside. The table
 shows plain Python's absolute cost and each provider's ratio to it.
+The last column (``audit-log``) is Landlock with a decision log of every access
+(``audit-log=``): its targets are the same as the others'.
 Targets (docs/design): start-up <= 100 ms, file operations <= 1.5x, a TCP connection to an
 allowed loopback port <= 1.2x, a fresh import of an allowed module <= 1.5x, compute
 1.0x. An import statement naming a module already loaded is a dictionary lookup in plain
@@ -113,7 +115,7 @@ def listener() -> int:
     return server.getsockname()[1]
 
 
-PROVIDERS = ("subprocess", "landlock", "unshare", "bwrap")
+PROVIDERS = ("subprocess", "landlock", "unshare", "bwrap", "audit-log")
 ROUNDS = 3
 
 
@@ -142,6 +144,7 @@ def main() -> None:
         for i in range(30):
             (sub / f"f{i}.txt").write_text("x" * 100)
         (sub / "file.txt").write_text("hello\n" * 20)
+        (root / "log").mkdir()
         (root / "bench.py").write_text(OPERATIONS)
         port = str(listener())
         args = ["bench.py", tmp, port]
@@ -152,10 +155,14 @@ def main() -> None:
         for _ in range(ROUNDS):
             best_of(results, "python", [sys.executable, *args], root)
             for provider in PROVIDERS:
+                # The last column: Landlock with every decision logged (audit-log=).
+                audit = provider == "audit-log"
+                kernel = "landlock" if audit else provider
+                logged = f"audit-log={tmp}/log/audit.jsonl\n" if audit else ""
                 (root / ".py-sandboxes").write_text(
                     f"expose-ro=.\nnet=ALLOW|tcp|127.0.0.1|{port}|OUT\n"
                     "python-import=json, os, socket, sys, time, colorsys\n"
-                    f"os-sandbox={provider}\n"
+                    f"os-sandbox={kernel}\n{logged}"
                 )
                 if not best_of(results, provider, [python_sb, *args], root):
                     continue

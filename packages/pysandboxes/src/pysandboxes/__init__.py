@@ -27,8 +27,9 @@ and a ``SandBoxError``. See docs/usage.md, docs/configuration.md, docs/learning.
 # pins it); everything else lives in _-prefixed modules. A folder says which side of the
 # wall its code runs on; imports only go down this tree (lint-imports checks it):
 #   _api       the entry points behind this module's names
-#   _host/     trusted side: load rules, plan, spawn, wait, conclude (learned rules)
-#   _inside/   sandboxed side: bootstrap, guards, enforcer, recorder, runner, REPL
+#   _host/     trusted side: load rules, plan, spawn, wait, conclude (learned rules,
+#              the decision log and its replay)
+#   _inside/   sandboxed side: bootstrap, guards, enforcer, recorder, decisions, runner, REPL
 #   _wire/     what crosses between them: the spec sent in, the one decoder of replies
 #   _kernel/   kernel-layer mechanism on a compiled plan: Landlock, seccomp, namespaces
 #   _policy/   the rules as data: parser, verdicts, the plan and view they compile to

@@ -55,6 +55,10 @@ def main(args: list[str] | None = None) -> int:
 
         sys.stdout.write(TEMPLATE)
         return 0
+    if invocation.action == "replay":
+        from python_sb.replay import show as show_replay
+
+        return show_replay(invocation)
     if invocation.action == "show-layers":
         from python_sb.layers import show as show_layers
 

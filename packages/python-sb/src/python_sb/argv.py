@@ -32,8 +32,8 @@ class Invocation:
     """What a ``python-sb`` command line asks for.
 
     Attributes:
-        action: ``run``, ``help``, ``version``, ``python-help``, ``show-rules`` or
-            ``show-layers``.
+        action: ``run``, ``help``, ``version``, ``python-help``, ``show-rules``,
+            ``show-layers`` or ``replay``.
         kind: ``script``, ``module``, ``command``, ``stdin`` or ``interactive`` (no program:
             a prompt when standard input is a terminal, else its text is the program).
         target: the script, module or command.
@@ -43,6 +43,7 @@ class Invocation:
         config: ``--pysandboxes-config``.
         learn: ``--learn[=FILE]``: ``None`` when absent, ``""`` for a bare ``--learn``.
         report: for ``show-layers``, ``table`` or ``json``.
+        log: for ``replay``, the decision log to judge again.
     """
 
     action: str = "run"
@@ -54,10 +55,19 @@ class Invocation:
     config: str | None = None
     learn: str | None = None
     report: str = ""
+    log: str = ""
 
 
 #: The options python-sb itself takes (the rest of ``--key`` are rules).
-_OPTIONS = ("show-rules", "show-layers", "template", "learn", "pysandboxes-config", "help")
+_OPTIONS = (
+    "show-rules",
+    "show-layers",
+    "template",
+    "learn",
+    "pysandboxes-config",
+    "help",
+    "replay",
+)
 
 
 def _keys() -> frozenset[str]:
@@ -68,7 +78,7 @@ def _keys() -> frozenset[str]:
 
 _KEYS = _keys()
 #: Rule keys that always take a value: ``--key value`` means ``--key=value``.
-_VALUED_KEYS = _KEYS - {"py-sandbox", "remote-result-guard", "learn"}
+_VALUED_KEYS = _KEYS - {"py-sandbox", "remote-result-guard", "learn", "quiet-refusals"}
 
 
 def _unknown_option(name: str) -> None:
@@ -88,6 +98,7 @@ def split(argv: Sequence[str]) -> Invocation:
     learn: str | None = None
     show = False
     layers = ""
+    replay = ""
     i = 0
 
     def result(**kwargs: object) -> Invocation:
@@ -96,6 +107,9 @@ def split(argv: Sequence[str]) -> Invocation:
             kwargs["report"] = layers
         if show and kwargs.get("action", "run") == "run":
             kwargs["action"] = "show-rules"
+        if replay and kwargs.get("action", "run") == "run":
+            kwargs["action"] = "replay"
+            kwargs["log"] = replay
         return Invocation(
             python_flags=tuple(flags),
             rules=tuple(rules),
@@ -121,7 +135,7 @@ def split(argv: Sequence[str]) -> Invocation:
                 return result(action="version")
             if name in PYTHON_HELP:
                 return result(action="python-help", target=f"--{name}")
-            if name in ("pysandboxes-config", *PYTHON_LONG):
+            if name in ("pysandboxes-config", "replay", *PYTHON_LONG):
                 if not equal:
                     if i >= len(argv):
                         raise UsageError(f"option --{name} needs a value")
@@ -129,6 +143,8 @@ def split(argv: Sequence[str]) -> Invocation:
                     i += 1
                 if name == "pysandboxes-config":
                     config = value
+                elif name == "replay":
+                    replay = value
                 else:
                     flags.append(f"--{name}={value}")
             elif name == "learn":

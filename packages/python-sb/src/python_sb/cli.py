@@ -26,6 +26,8 @@ Examples:
 
   python-sb --learn app.py              add the rules app.py needs to its rule file
 
+  python-sb --audit-log=a.jsonl app.py  log every decision (--quiet-refusals: no summary)
+
 Any rule of the rule file can be given as --<key>=<value> before the program; a
 learn=false line in the file refuses them. Configuration errors exit with status 255.
 """
@@ -89,6 +91,16 @@ def build(rich: bool) -> typer.Typer:
                 metavar="[=json]",
                 help="Print which layer enforces each rule on this host (Python, Landlock, "
                 "namespaces), then exit; =json for JSON.",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = None,
+        replay: Annotated[
+            str | None,
+            typer.Option(
+                "--replay",
+                metavar="LOG",
+                help="Judge the accesses of a decision log (--audit-log) against the rules "
+                "in force; print what would change; exit 1 if an allowed one is now refused.",
                 rich_help_panel=SANDBOX,
             ),
         ] = None,

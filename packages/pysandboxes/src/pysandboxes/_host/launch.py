@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 
+from pysandboxes._host.auditlog import start_audit
 from pysandboxes._host.command import command_for
 from pysandboxes._host.learning.plan import LearnRun, learning_output
 from pysandboxes._host.learning.plan import start as start_learning
@@ -37,7 +38,7 @@ from pysandboxes._host.preparing import (
     without_pycache_prefix,
 )
 from pysandboxes._host.rulewatch import for_run
-from pysandboxes._host.select import select
+from pysandboxes._host.select import say_what_is_missing, select
 from pysandboxes._host.startup import refuse_planted_code, startup_flags
 from pysandboxes._host.waiter import RELAY, finish, remove_tree
 from pysandboxes._kernel.relay import WATCHED, wait
@@ -188,6 +189,8 @@ def build_spec(
         protected.append(policy.learn.value)
     if output is not None:
         protected.append(output)
+    if policy.audit_log is not None and policy.python_layer:
+        protected.append(policy.audit_log.value)  # the decision log: the trusted side's
     # The walls: a kernel layer, or the Python layer unless py-sandbox=false turns it off.
     layers = selection.provider in KERNEL_LAYERED or (
         policy.python_layer and selection.provider != "none"
@@ -210,7 +213,7 @@ def build_spec(
     provider = "subprocess" if learning is not None else selection.provider
     watch = b"" if provider == "none" else for_run(policy, found, provider, output, request.config)
     if learning is None:  # once the run is sure to start
-        _say_what_is_missing(policy, selection.provider, selection.source, layers)
+        say_what_is_missing(policy, selection.provider, selection.source, layers)
     spec = LaunchSpec(
         policy=policy,
         program=request.program,
@@ -227,26 +230,6 @@ def build_spec(
         startup_flags=startup_flags(request.python_flags, policy, child_env, tempdir),
     )
     return spec, child_env, learning, watch
-
-
-def _say_what_is_missing(policy: Policy, provider: str, source: str, layers: bool) -> None:
-    """One line on stderr, terminal or not, when a run lacks a layer: no kernel layer,
-    no Python layer, or none at all (the rules are then enforced by nothing)."""
-    setting = policy.py_sandbox
-    off = f"py-sandbox=false ({setting.origin.where})" if setting is not None else ""
-    if not layers:
-        why = f"{off} and os-sandbox={provider}" if off else f"os-sandbox={provider} ({source})"
-        line = f"NOT SANDBOXED: {why} leave no layer to enforce the rules"
-        line += "; only the environment is filtered."
-    elif not policy.python_layer:
-        line = f"{off}: no Python layer; the kernel layer (os-sandbox={provider}) alone"
-        line += " enforces the rules"
-    elif provider == "subprocess":
-        line = f"os-sandbox=subprocess ({source}): no kernel layer; the Python layer alone"
-        line += " enforces the rules"
-    else:
-        return
-    print(f"python-sb: {line}", file=sys.stderr)
 
 
 def spawn(
@@ -326,7 +309,15 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     """
     cwd = os.path.abspath(cwd or os.getcwd())
     spec, child_env, learning, watch = build_spec(request, cwd, os.environ)
+    try:
+        spec, audit = start_audit(spec)
+    except BaseException:
+        remove_tree(spec.tempdir or "")
+        raise
     keep: set[int] = {spec.learning.event_fd} if spec.learning is not None else set()
+    if audit is not None:
+        keep |= {audit.read_fd, audit.child_fd, audit.log_fd} - {-1}
+        os.set_inheritable(audit.child_fd, True)  # the child's alone: closed once it runs
     keep_only_standard_streams(keep)
     if learning is not None or spec.provider != "none":
         from pysandboxes._host.waiter import adopt_orphans
@@ -346,12 +337,18 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     finally:
         if learning is not None:
             learning.close_child_end()
+        if audit is not None:
+            audit.close_child_end()
     package_parent = _PACKAGE_PARENT
     relay = RELAY.get(spec.provider, "")
     # Made once the child runs, so that it never holds it: the waiter's copy of the rules.
     watch_fd = watch_descriptor(watch)
     argv = [sys.executable, "-I", "-S", "-c", WAITER.format(path=package_parent), str(pid), tempdir]
-    argv += [spec.provider, str(watch_fd)]
+    argv += [spec.provider, str(watch_fd), audit.argument() if audit is not None else "-"]
+    if audit is not None:  # the waiter writes the log: it gets the pipe and the log
+        for fd in (audit.read_fd, audit.log_fd):
+            if fd >= 0:
+                os.set_inheritable(fd, True)
     if learning is not None:
         # The waiter learns too: it gets the pipe and the plan, still no environment.
         from pysandboxes._host.learning.plan import plan_argument
@@ -372,8 +369,11 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
         from pysandboxes._host.learning.conclude import Collector
 
         collector = Collector(learning.read_fd)
+    writer = audit.writer("complete") if audit is not None else None
     status = wait(pid, relay)
     refusal = conclude_run(watch)
+    if audit is not None and writer is not None:
+        audit.conclude(writer)
     if learning is None or collector is None:
         return finish(status, tempdir)
     from pysandboxes._host.learning.conclude import conclude, show

@@ -24,6 +24,7 @@ import socket
 import sys
 import threading
 
+from pysandboxes._host.auditlog import start_audit
 from pysandboxes._host.lifeline import Lifeline, Tail, kill_group, reap
 from pysandboxes._wire import frames
 from pysandboxes.errors import SandboxCrashed, SandBoxError
@@ -68,6 +69,7 @@ class Child:
 
         cwd = os.getcwd()
         spec, child_env, learning, self._watch = build_spec(request, cwd, env)
+        spec, self._audit = start_audit(spec)
         self.spec: LaunchSpec = spec
         self._learning: LearnRun | None = learning
         self._collector: Any = None
@@ -98,6 +100,8 @@ class Child:
             with _SPAWNING:
                 theirs.set_inheritable(True)
                 self.lifeline.inheritable(True)
+                if self._audit is not None:
+                    os.set_inheritable(self._audit.child_fd, True)
                 try:
                     self.pid = spawn(
                         spec,
@@ -124,6 +128,9 @@ class Child:
         finally:
             if learning is not None:
                 learning.close_child_end()
+            if self._audit is not None:
+                self._audit.close_child_end()
+        self._writer = self._audit.writer("partial") if self._audit is not None else None
         if learning is not None:
             from pysandboxes._host.learning.conclude import Collector
 
@@ -310,6 +317,8 @@ class Child:
         self._remove_tempdir()
         self.lifeline.release()
         self._check_rule_files()
+        if self._audit is not None and self._writer is not None:
+            self._audit.conclude(self._writer)
         self._conclude()
 
     def _calls_in_flight(self) -> bool:

@@ -204,6 +204,8 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
     )
     rows.append(_unix_sockets_row(policy, host))
     rows += _rule_file_rows(host, python)
+    if host.python and policy.python_layer:
+        rows.append(_decision_log_row(policy))
     detail = DESCRIPTIONS[selection.provider]
     if selection.provider == "landlock":
         detail += f" (ABI {abi} on this kernel)"
@@ -283,3 +285,19 @@ def _rule_file_rows(host: _Host, python: str) -> list[LayerRow]:
             lifetime,
         ),
     ]
+
+
+def _decision_log_row(policy: Policy) -> LayerRow:
+    """What the decision log covers: the Python layer's decisions, never the kernel's."""
+    setting = policy.audit_log
+    place = setting.origin.where if setting is not None else "-"
+    rule = setting.origin.text if setting is not None else "refusals summed up at exit"
+    python = "reports each decision; the trusted side writes the log" if setting else ""
+    return LayerRow(
+        place,
+        rule,
+        python or "reports each refusal; the trusted side sums them up on stderr",
+        "",
+        "covers the Python layer's decisions only: an access only the kernel layer refuses "
+        "fails with EACCES (PermissionError) and is in no log",
+    )

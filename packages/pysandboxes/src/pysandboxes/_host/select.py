@@ -16,6 +16,7 @@ it); those are written in the rule file or given on the command line.
 from __future__ import annotations
 
 import os
+import sys
 
 from pysandboxes._record import record
 from pysandboxes.errors import OSLayerUnavailable
@@ -178,3 +179,23 @@ def _refusal(requested: tuple[str, ...], source: str, missing: list[tuple[str, s
         "('subprocess' is the Python layer alone)."
     )
     return " ".join(lines)
+
+
+def say_what_is_missing(policy: Policy, provider: str, source: str, layers: bool) -> None:
+    """One line on stderr, terminal or not, when a run lacks a layer: no kernel layer,
+    no Python layer, or none at all (the rules are then enforced by nothing)."""
+    setting = policy.py_sandbox
+    off = f"py-sandbox=false ({setting.origin.where})" if setting is not None else ""
+    if not layers:
+        why = f"{off} and os-sandbox={provider}" if off else f"os-sandbox={provider} ({source})"
+        line = f"NOT SANDBOXED: {why} leave no layer to enforce the rules"
+        line += "; only the environment is filtered."
+    elif not policy.python_layer:
+        line = f"{off}: no Python layer; the kernel layer (os-sandbox={provider}) alone"
+        line += " enforces the rules"
+    elif provider == "subprocess":
+        line = f"os-sandbox=subprocess ({source}): no kernel layer; the Python layer alone"
+        line += " enforces the rules"
+    else:
+        return
+    print(f"python-sb: {line}", file=sys.stderr)

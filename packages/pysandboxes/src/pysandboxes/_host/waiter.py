@@ -53,9 +53,16 @@ def finish(status: int, tempdir: str) -> int:
 def main() -> None:
     """Entry point after ``exec``: ``argv`` is the child's pid, the temporary dir, the
     provider (how signals are relayed: ``RELAY``), the descriptor of the rules' snapshot
-    (``-``: none, see ``_host.rulewatch``), then the plan of a learning run when there is
-    one (see ``_host.learning.conclude``)."""
+    (``-``: none, see ``_host.rulewatch``), the decision log (``-``: none, see
+    ``_host.auditlog``), then the plan of a learning run when there is one (see
+    ``_host.learning.conclude``)."""
     pid, tempdir, provider, watch = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+    audit, writer = None, None
+    if sys.argv[5] != "-":  # the decision log (see _host.auditlog): read as it comes
+        from pysandboxes._host.auditlog import parse_argument
+
+        audit = parse_argument(sys.argv[5])
+        writer = audit.writer("complete")
     relay = RELAY.get(provider, "")
     if provider == "subprocess":
         # No Landlock keeps the program from this process's memory, which is the
@@ -64,14 +71,16 @@ def main() -> None:
 
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     snapshot = _read_all(int(watch)) if watch != "-" else b""
-    if len(sys.argv) < 6:
+    if len(sys.argv) < 7:
         status = wait(pid, relay)
         conclude_run(snapshot)
+        if audit is not None and writer is not None:
+            audit.conclude(writer)
         sys.exit(finish(status, tempdir))
     from pysandboxes._host.learning.conclude import Collector, conclude, show
     from pysandboxes._host.learning.plan import parse_plan
 
-    plan = parse_plan(sys.argv[5])
+    plan = parse_plan(sys.argv[6])
     collector = Collector(plan.fd)  # events are read as they come: a SIGKILL loses none
     status = wait(pid, relay)
     refusal = conclude_run(snapshot)

@@ -73,12 +73,17 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         names = frozenset(name.partition(".")[0] for name in spec.serve.modules)
         policy = replace(policy, imports=(*policy.imports, ImportRule(names, False, where)))
     enforcer = _enforcer(spec)
+    log = None
+    api = ApiJudge(policy)
+    if spec.audit is not None and spec.learning is None:
+        from pysandboxes._inside.decisions import start_log
+
+        enforcer, log = start_log(spec.audit, enforcer, api, policy, spec)
     seen = _exposures(policy, spec.implicit, roots, program)
     judge = FileJudge(seen, policy.ignore, spec.protected)
     # Landlock (also under unshare) lists only exposed directories: so does the guard.
     walkways = spec.provider not in ("landlock", "unshare")
     files = FileGuard(judge, enforcer, Resolver(), walkways=walkways)
-    api = ApiJudge(policy)
     hook = AuditHook()
     hook.globals["__builtins__"] = {}
     internal = _internal_modules()
@@ -110,9 +115,15 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         sealed_globals,
     )
     hook.add(files.events)
+    if log is not None:
+        from pysandboxes._inside.decisions import SURFACED_EVENT
+
+        hook.add({SURFACED_EVENT: log.surfaced})
     network = NetworkGuard(NetJudge(policy.net), policy, enforcer, spec.rule_file)
+    allowed_log = log if log is not None and log.allowed_too else None
+    files.log = network.log = allowed_log
     hook.add(network.events)
-    calls = CallGuard(api, enforcer, spec.rule_file)
+    calls = CallGuard(api, enforcer, spec.rule_file, allowed_log)
     if calls.stands_in:
         install_stand_in(os.path.dirname(os.__file__))
     hook.add(calls.events)

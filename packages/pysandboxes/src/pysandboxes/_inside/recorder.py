@@ -48,6 +48,39 @@ def _acting_for_caller(filename: str) -> bool:
     return filename.startswith((_STDLIB, "<frozen ", "<pysandboxes "))
 
 
+def program_site(cwd: str) -> tuple[str | None, bool]:
+    """Where the program did the access being judged, and whether the import system
+    acted for it; ``cwd`` ends with ``/`` (paths below it are shown relative).
+
+    Outward from here: the guards' frames up to the audit hook (when the access came
+    through it), then the wrappers and the standard library, which act for their
+    caller; the first frame left decides. If it is the bootstrap's (the runner
+    printing a traceback, say), the access is the framework's own (``None``) and is
+    never charged to the program's rules.
+    """
+    frame: FrameType | None = current_frame()
+    below_hook = frame
+    for _ in range(256):  # the guards' own depth is small
+        if below_hook is None or below_hook.f_code.co_filename == HOOK_FILENAME:
+            break
+        below_hook = below_hook.f_back
+    frame = below_hook.f_back if below_hook is not None else frame
+    importing = False
+    while frame is not None and _acting_for_caller(frame.f_code.co_filename):
+        importing = importing or frame.f_code.co_filename.startswith("<frozen importlib")
+        frame = frame.f_back
+    if frame is None:
+        return "", importing
+    filename = frame.f_code.co_filename
+    if filename == _BOOTSTRAP[0] and frame.f_code.co_name == "run":
+        return "the command line", importing  # runpy finding the -m module
+    if filename.startswith(_OWN_DIR) or (filename == "<string>" and frame.f_back is None):
+        return None, importing  # the bootstrap: "<string>" also names a -c program
+    if filename.startswith(cwd):
+        filename = filename[len(cwd) :]
+    return f"{filename}:{frame.f_lineno}", importing
+
+
 def _shell_dirs() -> tuple[str, ...]:
     """Where python-sb's interactive session lives (beside this package in an install,
     elsewhere in an editable one): its frames are the shell's, never the user's."""
@@ -106,35 +139,7 @@ class Learning:
         return self._site()[0]
 
     def _site(self) -> tuple[str | None, bool]:
-        """Where the program did it, and whether the import system acted for it.
-
-        Outward from here: the guards' frames up to the audit hook (when the access came
-        through it), then the wrappers and the standard library, which act for their
-        caller; the first frame left decides. If it is the bootstrap's (the runner
-        printing a traceback, say), the access is the framework's own and is never
-        charged to the program's rules.
-        """
-        frame: FrameType | None = current_frame()
-        below_hook = frame
-        for _ in range(256):  # the guards' own depth is small
-            if below_hook is None or below_hook.f_code.co_filename == HOOK_FILENAME:
-                break
-            below_hook = below_hook.f_back
-        frame = below_hook.f_back if below_hook is not None else frame
-        importing = False
-        while frame is not None and _acting_for_caller(frame.f_code.co_filename):
-            importing = importing or frame.f_code.co_filename.startswith("<frozen importlib")
-            frame = frame.f_back
-        if frame is None:
-            return "", importing
-        filename = frame.f_code.co_filename
-        if filename == _BOOTSTRAP[0] and frame.f_code.co_name == "run":
-            return "the command line", importing  # runpy finding the -m module
-        if filename.startswith(_OWN_DIR) or (filename == "<string>" and frame.f_back is None):
-            return None, importing  # the bootstrap: "<string>" also names a -c program
-        if filename.startswith(self._cwd):
-            filename = filename[len(self._cwd) :]
-        return f"{filename}:{frame.f_lineno}", importing
+        return program_site(self._cwd)
 
     def _send(self, event: Event, *, unless_importing: bool = False) -> None:
         key = (event.family, event.name, event.access, event.proto, event.port)

@@ -16,6 +16,21 @@ import sys
 from pysandboxes._inside import repl as _repl
 from pysandboxes._inside.repl import PS1, PS2
 from pysandboxes._inside.tracebacks import prompt_excepthook, user_traceback
+from pysandboxes.errors import (
+    RuleApiPermissionError,
+    RuleFileNotFoundError,
+    RuleModuleNotFoundError,
+    RulePermissionError,
+    RuleSocketConnectionRefusedError,
+)
+
+_REFUSALS = (
+    RuleApiPermissionError,
+    RuleFileNotFoundError,
+    RuleModuleNotFoundError,
+    RulePermissionError,
+    RuleSocketConnectionRefusedError,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -149,6 +164,8 @@ def compile_program(program: Program) -> CodeType | None:
 
 def report(exc: BaseException) -> None:
     """Print an uncaught exception as CPython does and end the process (not under -i)."""
+    if isinstance(exc, _REFUSALS):
+        sys.audit("pysandboxes.surfaced")  # the decision log: its traceback says it all
     tb = user_traceback(exc.__traceback__)
     exc.__traceback__ = tb
     sys.excepthook(type(exc), exc, tb)

@@ -30,6 +30,7 @@ import sys
 import threading
 
 from pysandboxes._inside.capture import CallStream, DescriptorPump, current_call
+from pysandboxes._inside.decisions import flush_all
 from pysandboxes._wire import frames
 from pysandboxes._wire.replies import encode_raised, encode_result
 
@@ -166,6 +167,7 @@ class Server:
         self._reply(kind, call_id, outcome)
 
     def _finish(self, call_id: int) -> None:
+        flush_all()  # the call's decisions reach the log before its result
         self.pump.drain()
         self.pump.running.discard(call_id)
         with self._calls_lock:

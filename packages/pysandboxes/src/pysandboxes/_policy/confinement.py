@@ -191,14 +191,16 @@ def _wide(directory: str) -> bool:
 
 
 def rule_files_inside(policy: Policy, write: Iterable[str]) -> tuple[str, ...]:
-    """The rule files (and the ``learn=`` output) that exist, as real paths, inside a
-    writable path: what the sandbox could rewrite for its next run."""
+    """The rule files (and the ``learn=`` output, the decision log) that exist, as real
+    paths, inside a writable path: what the sandbox could rewrite for its next run."""
     import os
 
     from pysandboxes._policy.pathnames import within
 
     places = [os.path.realpath(path) for path in write]
     files = [*policy.rule_files, *([policy.learn.value] if policy.learn is not None else [])]
+    if policy.audit_log is not None:
+        files.append(policy.audit_log.value)  # the decision log: written by the trusted side
     found: list[str] = []
     for path in files:
         real = os.path.realpath(path)

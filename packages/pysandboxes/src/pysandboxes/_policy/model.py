@@ -266,6 +266,9 @@ class Policy:
     sandbox_memory: Setting[int] | None = None
     sandbox_open_files: Setting[int] | None = None
     sandbox_processes: Setting[int] | None = None
+    audit_log: Setting[str] | None = None
+    audit_log_level: Setting[str] | None = None
+    quiet_refusals: Setting[bool] | None = None
     learn: Setting[str] | None = None
     learn_lock: Origin | None = None
     rule_files: tuple[str, ...] = ()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pysandboxes._policy import families, partialkeys
+from pysandboxes._policy import auditkeys, families, partialkeys
 from pysandboxes._policy.builder import Builder
 from pysandboxes._policy.expand import has_reference
 from pysandboxes._policy.families import FOREIGN_PROVIDERS as FOREIGN_PROVIDERS
@@ -54,6 +54,7 @@ KNOWN_KEYS = (
     "include",
     "include-platform",
     *partialkeys.KEYS,
+    *auditkeys.KEYS,
 )
 _TRUE = ("true", "1", "on", "yes", "")
 _FALSE = ("false", "0", "off", "no", "none")
@@ -135,6 +136,8 @@ def _dispatch(builder: Builder, rule: RawRule) -> None:
         families.api_rule(builder, rule)
     elif key in partialkeys.KEYS:
         partialkeys.parse(builder, rule)
+    elif key in auditkeys.KEYS:
+        auditkeys.parse(builder, rule)
     elif key.startswith("eval-"):
         value = builder.expanded(rule)
         if value is not None:
@@ -286,6 +289,9 @@ def _assemble(builder: Builder, files: Iterable[str]) -> Policy:
         sandbox_memory=singles.get("sandbox-memory"),
         sandbox_open_files=singles.get("sandbox-open-files"),
         sandbox_processes=singles.get("sandbox-processes"),
+        audit_log=singles.get("audit-log"),
+        audit_log_level=singles.get("audit-log-level"),
+        quiet_refusals=singles.get("quiet-refusals"),
         learn=singles.get("learn"),
         learn_lock=builder.lock,
         rule_files=tuple(files),

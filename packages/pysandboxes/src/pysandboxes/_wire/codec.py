@@ -6,6 +6,8 @@ values, with bounded sizes, and never run code the child chose.
 - Learning events (``decode_events``): JSON lines of known fields, parsed, never
   evaluated. An event only ever *describes* an access: what becomes a rule, and in which
   file, is the trusted side's decision (``_host.learning.rules``).
+- Decisions of the Python layer (``decode_decisions``): wire lines of known fields,
+  which the trusted side writes to the decision log.
 - Partial mode's results and exceptions (``decode_value``): pickles read opcode by
   opcode before anything is built (``prescan``), then rebuilt from the allowlist of
   value types, each through a maker that checks its arguments (``makers``), and with
@@ -20,6 +22,7 @@ import json
 from collections import deque as _DEQUE
 from time import struct_time as _STRUCT_TIME
 
+from pysandboxes._wire import decisions as _decisions
 from pysandboxes._wire.events import (
     FAMILIES,
     FIELDS,
@@ -120,6 +123,62 @@ def read_events(chunks: Iterable[bytes]) -> tuple[list[Event], int, int]:
     if pending.strip():
         malformed += 1  # the last line had no end: the child died while writing it
     return events, malformed, beyond
+
+
+def _decision_text(value: object) -> str | None:
+    return _text(value, limit=_decisions.MAX_TEXT)
+
+
+def decode_decision(line: bytes) -> _decisions.Decision | None:
+    """The decision a wire line holds, or ``None`` when it is not a well-formed one."""
+    if len(line) > _decisions.MAX_LINE:
+        return None
+    try:
+        parsed: object = json.loads(line)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    if type(parsed) is not dict:
+        return None
+    fields: dict[str, object] = parsed  # type: ignore[assignment]
+    if not _decisions.WIRE_FIELDS.issuperset(fields):
+        return None
+    kind, target = _decision_text(fields.get("k")), _decision_text(fields.get("t"))
+    access, rule = _decision_text(fields.get("a")), _decision_text(fields.get("r"))
+    texts = [_decision_text(fields.get(name, "")) for name in ("x", "w", "f")]
+    verdict, count, process = fields.get("v"), fields.get("n"), fields.get("p", 0)
+    surfaced = fields.get("s", 0)
+    if kind not in _decisions.KINDS or not target or access is None or not rule:
+        return None
+    if not _decisions.known_access(kind, access) or None in texts:
+        return None
+    if verdict not in (0, 1) or surfaced not in (0, 1) or (surfaced and verdict):
+        return None
+    if type(count) is not int or not 0 < count < 1 << 62:
+        return None
+    if type(process) is not int or not 0 <= process < 1 << 31:
+        return None
+    text, where, fix = (t or "" for t in texts)
+    allowed = verdict == 1
+    return _decisions.Decision(
+        kind, target, access, allowed, rule, text, where, count, fix, process, surfaced == 1
+    )
+
+
+def decode_decisions(data: bytes) -> tuple[list[_decisions.Decision], bytes, int]:
+    """Split bytes read from the decision pipe into decisions; return them, the last line
+    when it is not complete yet (to prepend to the next read), and the lines dropped."""
+    *lines, pending = data.split(b"\n")
+    if len(pending) > _decisions.MAX_LINE:
+        pending = b""
+    found: list[_decisions.Decision] = []
+    dropped = 0
+    for line in lines:
+        decision = decode_decision(line)
+        if decision is None:
+            dropped += bool(line.strip())
+        else:
+            found.append(decision)
+    return found, pending, dropped
 
 
 def decode_value(
@@ -285,4 +344,11 @@ def _object_members(item: Any) -> list[object]:
     return found
 
 
-__all__ = ["RefusedValue", "decode_event", "decode_events", "decode_value"]
+__all__ = [
+    "RefusedValue",
+    "decode_decision",
+    "decode_decisions",
+    "decode_event",
+    "decode_events",
+    "decode_value",
+]

@@ -112,6 +112,23 @@ class LearnSpec:
 
 
 @record
+class AuditSpec:
+    """Present when the run keeps a decision log (``audit-log=``).
+
+    Attributes:
+        fd: the write end of the decision pipe, inherited by the child alone (the log
+            itself stays with the trusted side: the child never learns where it is).
+        allowed_too: ``audit-log-level=all``: allowed accesses are reported too.
+        logged: a log is kept (``audit-log=``); without one the refusals are only summed
+            up at exit, and reads of variables the sandbox lacks are not watched.
+    """
+
+    fd: int
+    allowed_too: bool = True
+    logged: bool = True
+
+
+@record
 class ServeSpec:
     """Present in partial mode: the child serves calls instead of running a program.
 
@@ -157,6 +174,7 @@ class LaunchSpec:
         provider: the kernel provider of the run (``landlock``, ``bwrap``...), chosen by
             the trusted side; the child applies Landlock itself when it is ``landlock``.
         serve: set in partial mode (see ``ServeSpec``).
+        audit: set when the run keeps a decision log (see ``AuditSpec``).
     """
 
     policy: Policy
@@ -171,12 +189,13 @@ class LaunchSpec:
     deferred_env: tuple[tuple[str, str], ...] = ()
     startup_flags: tuple[str, ...] = ()
     serve: ServeSpec | None = None
+    audit: AuditSpec | None = None
 
 
 def _records() -> dict[str, type]:
     from pysandboxes._policy import model
 
-    kinds: list[type] = [Program, LaunchSpec, LearnSpec, ServeSpec]
+    kinds: list[type] = [Program, LaunchSpec, LearnSpec, ServeSpec, AuditSpec]
     kinds += [
         model.Origin,
         model.ExposeRule,

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
     from typing import Any
 
+    from pysandboxes._inside.decisions import DecisionLog
     from pysandboxes._inside.enforce import Enforcer
     from pysandboxes._policy.judge import ApiJudge
 
@@ -165,8 +166,10 @@ class CallGuard:
         api: ApiJudge,
         enforcer: Enforcer,
         rule_file: str,
+        log: DecisionLog | None = None,
     ) -> None:
         self._api = api
+        self._log = log
         self._enforcer = enforcer
         self._rule_file = rule_file
         self._pid = os.getpid()
@@ -210,7 +213,21 @@ class CallGuard:
         handlers[STAND_IN_EVENT] = self._stand_in
         if not self.family_allowed("resource.prlimit", ()):
             handlers["resource.prlimit"] = self._prlimit
+        if self._log is not None:  # audit-log=: the allowed calls are watched, to be logged
+            for event, allowed in self._allowed.items():
+                if allowed and event not in handlers:
+                    handlers[event] = self._logged(event, self._log)
         return handlers
+
+    def _logged(self, event: str, log: DecisionLog) -> Callable[[tuple[Any, ...]], None]:
+        qualname = _FAMILIES[event][0]
+        verdict = self._api.judge(qualname)
+        category = verdict.category or "process-control"
+
+        def allowed(args: tuple[Any, ...]) -> None:
+            log.allowed("call", qualname, category, verdict.rule)
+
+        return allowed
 
     def _refusal(self, event: str) -> Callable[[tuple[Any, ...]], None]:
         def refuse(args: tuple[Any, ...]) -> None:

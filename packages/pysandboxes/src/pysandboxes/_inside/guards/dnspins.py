@@ -15,9 +15,13 @@ wrappers: what the program can reach holds the pins, never the system's function
 from __future__ import annotations
 
 import _socket
+from sys import audit as _audit
 from types import MappingProxyType
 
 from pysandboxes._inside.guards.audit import sealed_wrapper
+
+#: Raised with the name when a pinned name is answered: the decision log records it.
+PINNED_EVENT = "pysandboxes.pinned"
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,7 +69,10 @@ def _getaddrinfo(pinned: dict[str, tuple[str, ...]]) -> Callable[..., Call]:
                     continue
                 found.append((inet6 if is_v6 else inet, kind, proto or kind_proto, canon, sockaddr))
                 canon = ""
-        return (_list, (found,), {}, None) if found else system
+        if not found:
+            return system
+        _audit(PINNED_EVENT, key)
+        return (_list, (found,), {}, None)
 
     return getaddrinfo
 
@@ -74,7 +81,10 @@ def _gethostbyname(pinned: dict[str, tuple[str, ...]]) -> Callable[..., Call]:
     def gethostbyname(hostname: Any) -> Call:
         key = hostname.lower() if isinstance(hostname, str) else None
         v4 = [a for a in pinned.get(key, ()) if ":" not in a] if key is not None else []  # type: ignore[arg-type]
-        return (_str, (v4[0],), {}, None) if v4 else (None, (hostname,), {}, None)
+        if not v4:
+            return (None, (hostname,), {}, None)
+        _audit(PINNED_EVENT, key)
+        return (_str, (v4[0],), {}, None)
 
     return gethostbyname
 
@@ -84,6 +94,7 @@ def _gethostbyname_ex(pinned: dict[str, tuple[str, ...]]) -> Callable[..., Call]
         key = hostname.lower() if isinstance(hostname, str) else None
         v4 = [a for a in pinned.get(key, ()) if ":" not in a] if key is not None else []  # type: ignore[arg-type]
         if v4:
+            _audit(PINNED_EVENT, key)
             return (_tuple, ((hostname, [], v4),), {}, None)
         return (None, (hostname,), {}, None)
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
 
+    from pysandboxes._inside.decisions import DecisionLog
     from pysandboxes._inside.enforce import Enforcer
     from pysandboxes._inside.guards.paths import Resolver
     from pysandboxes._policy.judge import FileJudge
@@ -62,15 +63,16 @@ class FileGuard:
         self.judge = judge
         self.enforcer = enforcer
         self.resolver = resolver
-        # Whether a directory above an exposure may be listed (its way to the exposures
-        # shown): not where the kernel layer refuses to list it (Landlock), so that both
-        # layers give the same answer, and the Python layer's names the rule.
+        # Whether a directory above an exposure may be listed (its way to the exposures shown):
+        # not where Landlock refuses it, so both layers agree and the Python layer's names the rule.
         self._walkways = walkways
         # Verdicts reached in stable areas: (absolute, access, follow, metadata) -> real.
         self._settled: dict[tuple[str, Access, bool, bool], str] = {}
         #: Absolute paths whose metadata may be read, shared with the stat wrappers so they
         #: can skip the hook. It grants nothing the wrappers' own originals do not.
         self.metadata_seen: set[tuple[str, bool]] = set()
+        #: The decision log, when allowed accesses are logged too (``audit-log=``).
+        self.log: DecisionLog | None = None
         self._events: Mapping[str, Callable[[tuple[Any, ...]], None]] = {
             "open": self._open_event,
             # A directory above an exposure may be listed: the listing then shows only the
@@ -98,7 +100,7 @@ class FileGuard:
             # they refuse early, before a half-done copy or removal.
             "shutil.rmtree": self._rmtree_event,
             "shutil.copyfile": self._copy_event,
-            "sqlite3.connect": self._sqlite_event,
+            "sqlite3.connect": lambda a: self._named(sqlite_file(a), "sqlite3.connect"),
             "socket.bind": lambda a: self._unix(a, "socket.bind"),
             "socket.connect": lambda a: self._unix(a, "socket.connect"),
             "socket.sendto": lambda a: self._unix(a, "socket.sendto"),
@@ -109,7 +111,7 @@ class FileGuard:
             "pysandboxes.opened": self._opened_event,
             # Raised by the judged copies of _posixshmem's functions (calls.py), which
             # CPython does not report: POSIX shared memory is a file of /dev/shm.
-            "pysandboxes.shm": self._shm_event,
+            "pysandboxes.shm": lambda a: self._named(shm_file(a), a[0], follow=False),
         }
 
     @property
@@ -159,6 +161,8 @@ class FileGuard:
         key = (absolute, access, follow, metadata)
         known = self._settled.get(key)
         if known is not None:
+            if self.log is not None:
+                self.log.file(known, access, self.judge.exposure)
             return known
         if absolute.endswith("/"):
             follow = True  # "link/" names what the link points to, even for lstat
@@ -189,6 +193,8 @@ class FileGuard:
                 self._settled[key] = real
                 if metadata and access is _READ and named == absolute and base is None:
                     self.metadata_seen.add((named, follow))
+            if self.log is not None:
+                self.log.file(real, access, self.judge.exposure)
             return real
         self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
         return real
@@ -383,15 +389,9 @@ class FileGuard:
         if exact_path(args[0]) is not UNKNOWABLE:
             self._path(args[0], _DELETE, "shutil.rmtree", args[1])
 
-    def _sqlite_event(self, args: tuple[Any, ...]) -> None:
-        target = sqlite_file(args)
-        if target is not None:
-            self.check(target[0], target[1], "sqlite3.connect")
-
-    def _shm_event(self, args: tuple[Any, ...]) -> None:
-        target = shm_file(args)
-        if target is not None:
-            self.check(target[0], target[1], args[0], follow=False)
+    def _named(self, target: tuple[str, Access] | None, api: str, follow: bool = True) -> None:
+        if target is not None:  # a file made by C code (SQLite, _posixshmem)
+            self.check(target[0], target[1], api, follow=follow)
 
     def _unix(self, args: tuple[Any, ...], api: str) -> None:
         named = unix_socket_file(args)

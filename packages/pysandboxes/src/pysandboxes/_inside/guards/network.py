@@ -17,6 +17,7 @@ import _socket
 from _socket import socket as _raw_socket
 
 from pysandboxes._inside.enforce import Connection
+from pysandboxes._inside.guards.dnspins import PINNED_EVENT
 from pysandboxes._inside.guards.values import plain_int, plain_str
 from pysandboxes._policy import netaddr  # bound now: hidden with the guards' modules
 
@@ -25,9 +26,10 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from pysandboxes._inside.decisions import DecisionLog
     from pysandboxes._inside.enforce import Enforcer
     from pysandboxes._policy.judge import NetJudge
-    from pysandboxes._policy.model import Policy
+    from pysandboxes._policy.model import Origin, Policy
 
 _FAMILY = _raw_socket.__dict__["family"]
 _TYPE = _raw_socket.__dict__["type"]
@@ -88,11 +90,14 @@ class NetworkGuard:
         self._getaddrinfo: Callable[..., Any] = _socket.getaddrinfo
         self._numeric: set[str] = set()  # host strings that are addresses, not names
         self._passed: set[tuple[str, str, int, str]] = set()
+        #: The decision log, when allowed accesses are logged too (``audit-log=``).
+        self.log: DecisionLog | None = None
+        self._hosts = {rule.host.lower(): rule.origin for rule in policy.net if rule.host}
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
         """The audit events judged here."""
-        return {
+        handlers: dict[str, Callable[[tuple[Any, ...]], None]] = {
             "socket.__new__": self._new,
             "socket.connect": lambda a: self._address(a, "OUT", "connection to"),
             "socket.sendto": lambda a: self._address(a, "OUT", "datagram to"),
@@ -106,6 +111,9 @@ class NetworkGuard:
                 _tuple_item(a[0], 0) if a and issubclass(type(a[0]), tuple) and a[0] else None
             ),
         }
+        if self.log is not None:  # a pinned name, answered from the rules (dnspins)
+            handlers[PINNED_EVENT] = lambda a: self._pinned(a[0] if a else None)
+        return handlers
 
     def _new(self, args: tuple[Any, ...]) -> None:
         """Only sockets a net= rule can speak of: TCP and UDP over IP, and AF_UNIX."""
@@ -162,9 +170,13 @@ class NetworkGuard:
             host = "255.255.255.255"
         key = (proto, host, port, direction)
         if key in self._passed:
+            if self.log is not None:
+                self.log.allowed("net", f"{proto}:{host}:{port}", direction, self._judge_rule(key))
             return  # an address (never a name: its answer may move) allowed before
         for ip in self._addresses(host, port, family):
             verdict = self._judge.judge(proto, ip, port, direction)
+            if verdict.allowed and self.log is not None:
+                self.log.allowed("net", f"{proto}:{host}:{port}", direction, verdict.rule)
             if not verdict.allowed:
                 shown = f"[{ip}]:{port}" if host == ip else f"{host} ([{ip}]:{port})"
                 if verdict.rule is not None:
@@ -194,6 +206,12 @@ class NetworkGuard:
             return []  # the system call will fail the same way
         return list(dict.fromkeys(str(info[4][0]).split("%")[0] for info in infos))
 
+    def _pinned(self, name: object) -> None:
+        """A name answered from the rules' pins: an allowed lookup, for the decision log."""
+        host = _text(name)
+        if host is not None and self.log is not None and host in self._pinned_names:
+            self.log.allowed("lookup", host, "OUT", self._hosts.get(host))
+
     def _lookup(self, name: object) -> None:
         host = _text(name)
         if host is None or not self._only_pinned or host in self._numeric:
@@ -202,6 +220,8 @@ class NetworkGuard:
             self._remember(host)
             return
         if host.lower().rstrip(".") in self._pinned_names:
+            if self.log is not None:
+                self.log.allowed("lookup", host, "OUT", self._hosts.get(host.lower().rstrip(".")))
             return
         self._refuse(
             f"Looking up the name {host!r} is refused: no net= rule names it. Add a rule "
@@ -230,6 +250,10 @@ class NetworkGuard:
             None,
             Connection("", host, 0, "lookup"),
         )
+
+    def _judge_rule(self, key: tuple[str, str, int, str]) -> Origin | None:
+        """The rule that allowed an address passed before (for the decision log)."""
+        return self._judge.judge(key[0], key[1], key[2], key[3]).rule
 
     def _remember(self, host: str) -> None:
         if len(self._numeric) > 4096:  # bounded: a program may try many spellings

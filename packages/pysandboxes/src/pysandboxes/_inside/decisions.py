@@ -1,0 +1,369 @@
+"""The decision log, sandboxed side: count each decision, send them in batches.
+
+The guards tell ``DecisionLog`` what they allowed (``file``, ``allowed``), and the
+``Auditing`` enforcer what they refused, before the enforcer in force decides. The child
+never writes the log: it sends ``_wire.decisions`` lines over a pipe the trusted side
+handed it, which writes the log (``_host.auditlog``).
+
+The allowed path must stay cheap: a decision already seen costs a dictionary look-up and
+an increment, and no system call. A decision first seen is queued with the program's
+line, and goes out in one ``os.write`` per batch: when 64 are queued, at a refusal (sent
+at once, with what was queued before it). The repeats counted since a decision's last
+line go out with a batch made a second or more after the previous full one, after each
+call of partial mode, and at exit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from _thread import get_ident
+from time import monotonic
+
+from pysandboxes._inside.recorder import program_site
+from pysandboxes._policy.model import Access
+from pysandboxes._record import replace
+from pysandboxes._wire.decisions import (
+    IMPLICIT,
+    MAX_DISTINCT,
+    MAX_LINE,
+    Decision,
+    encode_decision,
+)
+from pysandboxes._wire.decisions import origin_fields as _origin_fields
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pysandboxes._inside.enforce import Connection, Enforcer, FileAccess, Messages
+    from pysandboxes._policy.judge import ApiJudge, ImportJudge
+    from pysandboxes._policy.model import ExposeRule, Origin, Policy, Verdict
+    from pysandboxes._wire.spec import AuditSpec, LaunchSpec
+
+#: The logs of this process (one, unless a test makes more): sent after each call of
+#: partial mode (``flush_all``), whose child lives on between calls.
+_LOGS: list[DecisionLog] = []
+#: Raised by the runner as it prints an uncaught refusal (see ``DecisionLog.surfaced``).
+SURFACED_EVENT = "pysandboxes.surfaced"
+_QUEUED = 64
+_PERIOD = 1.0
+_ACCESSES = (Access.READ, Access.WRITE, Access.CREATE, Access.DELETE, Access.EXECUTE)
+
+
+class _Entry:
+    """A decision and how often it was made: in all, and as reported so far."""
+
+    __slots__ = ("count", "first", "sent")
+
+    def __init__(self, first: Decision, count: int) -> None:
+        self.first = first
+        self.count = count
+        self.sent = 0
+
+
+def _fields(origin: Origin | None) -> tuple[str, str]:
+    if origin is None:
+        return _origin_fields(None, 0, "")
+    return _origin_fields(origin.source, origin.line, origin.text)
+
+
+class DecisionLog:
+    """Counts decisions and sends them to the trusted side (see module docs).
+
+    ``allowed_too``: ``audit-log-level=all``; with ``refused`` the guards report nothing
+    allowed (and pay nothing for it).
+    """
+
+    def __init__(self, fd: int, cwd: str, *, allowed_too: bool) -> None:
+        self._fd = fd
+        self._cwd = cwd.rstrip("/") + "/"
+        self.allowed_too = allowed_too
+        self._entries: dict[tuple[object, ...], _Entry] = {}
+        # Allowed file accesses by access, then real path: the hot path's own index.
+        self._files: dict[Access, dict[str, _Entry]] = {a: {} for a in _ACCESSES}
+        self._queued: list[_Entry] = []  # first seen or refused since the last batch
+        self._last = monotonic()
+        self._busy: set[int] = set()
+        self._main = get_ident()
+        self._last_refusal: _Entry | None = None  # the main thread's last refusal
+        self._pid = os.getpid()
+        self._lstat = os.lstat  # the original: taken before the file wrappers
+        self._modules: set[str] = set(sys.modules)
+        self.imports: ImportJudge | None = None  # judges the modules seen loaded, at flush
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        """A forked child reports its own decisions from now on, not its parent's."""
+        self._pid = os.getpid()
+        for entry in self._entries.values():
+            entry.sent = entry.count
+        self._queued.clear()
+        self._busy.clear()
+
+    # -- recording ---------------------------------------------------------------------
+
+    def file(self, real: str, access: Access, rule: Callable[[str], ExposeRule | None]) -> None:
+        """An allowed file access (the hot path: ``rule`` is asked for a new one only)."""
+        entry = self._files[access].get(real)
+        if entry is not None:
+            entry.count += 1
+            return
+        exposure = rule(real)
+        if exposure is not None:
+            origin: Origin | None = exposure.origin
+            shown = _fields(origin)
+        else:  # a directory on the way to an exposure: its existence is no secret
+            origin, shown = None, (IMPLICIT, "a directory leading to an exposure")
+        self._new(("file", real, access.value, id(origin)), "file", real, access.value, shown)
+        entry = self._entries.get(("file", real, access.value, id(origin)))
+        if entry is not None:
+            self._files[access][real] = entry
+
+    def allowed(self, kind: str, target: str, access: str, origin: Origin | None) -> None:
+        """An allowed access of another kind (network, lookup, call, environment...)."""
+        key = (kind, target, access, id(origin))
+        entry = self._entries.get(key)
+        if entry is not None:
+            entry.count += 1
+            return
+        shown = _fields(origin) if origin is not None else (IMPLICIT, "")
+        self._new(key, kind, target, access, shown)
+
+    def refused(self, kind: str, target: str, access: str, rule: tuple[str, str], fix: str) -> None:
+        """A refusal: recorded with the program's line, and sent at once."""
+        thread = get_ident()
+        if thread in self._busy:
+            return
+        self._busy.add(thread)
+        try:
+            where, importing = program_site(self._cwd)
+            if where is None or (importing and not where):
+                # The sandbox's own doing: its start, a traceback it prints, the import of
+                # the modules of @sandbox functions (whose byte code it may not cache).
+                return
+            key = (kind, target, access, rule, where, False)
+            entry = self._entries.get(key)
+            if entry is None:
+                if len(self._entries) >= MAX_DISTINCT:
+                    return
+                decision = Decision(kind, target, access, False, *rule, where, 1, fix, self._pid)
+                self._entries[key] = entry = _Entry(decision, 0)
+            self._queued.append(entry)
+            entry.count += 1
+            if thread == self._main:
+                self._last_refusal = entry
+            self._flush(full=monotonic() - self._last >= _PERIOD)
+        finally:
+            self._busy.discard(thread)
+
+    def _new(
+        self, key: tuple[object, ...], kind: str, target: str, access: str, rule: tuple[str, str]
+    ) -> None:
+        thread = get_ident()
+        if thread in self._busy or len(self._entries) >= MAX_DISTINCT:
+            return
+        self._busy.add(thread)
+        try:
+            where = program_site(self._cwd)[0]
+            if where is None:
+                return  # the sandbox's own doing (its start, a traceback it prints)
+            decision = Decision(kind, target, access, True, *rule, where, 1, "", self._pid)
+            entry = _Entry(decision, 1)
+            self._entries[key] = entry
+            self._queued.append(entry)
+            full = monotonic() - self._last >= _PERIOD
+            if full or len(self._queued) >= _QUEUED:
+                self._flush(full=full)
+        finally:
+            self._busy.discard(thread)
+
+    def surfaced(self, args: tuple[object, ...]) -> None:
+        """The runner is printing an uncaught refusal: the main thread's last one, which
+        the summary at exit need not repeat (handler of ``SURFACED_EVENT``)."""
+        last, self._last_refusal = self._last_refusal, None
+        if last is not None:
+            self._write(encode_decision(replace(last.first, count=1, surfaced=True)))
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists (the original ``lstat``: no guard is asked)."""
+        try:
+            self._lstat(path)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    # -- sending -----------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Send all that was counted since the last batch (at exit, after a call)."""
+        thread = get_ident()
+        if thread in self._busy:
+            return
+        self._busy.add(thread)
+        try:
+            self._flush(full=True)
+        finally:
+            self._busy.discard(thread)
+
+    def _flush(self, *, full: bool) -> None:
+        """Send the queued decisions; ``full``: also the repeats of every decision since
+        its last line (a pass over all of them: once a second at most, and at exit)."""
+        if full:
+            self._last = monotonic()
+            if self.imports is not None and self.allowed_too:
+                self._loaded_modules(self.imports)
+        queued, self._queued = self._queued, []
+        batch = b""
+        for entry in list(self._entries.values()) if full else queued:
+            count, sent = entry.count, entry.sent
+            if count <= sent:
+                continue
+            entry.sent = count
+            line = encode_decision(replace(entry.first, count=count - sent))
+            if len(batch) + len(line) > MAX_LINE:
+                self._write(batch)
+                batch = b""
+            batch += line
+        self._write(batch)
+
+    def _write(self, batch: bytes) -> None:
+        if not batch:
+            return
+        try:
+            os.write(self._fd, batch)  # one write per batch: atomic on a pipe
+        except OSError:
+            pass  # the trusted side is gone: the program still runs as it would
+
+    def _loaded_modules(self, judge: ImportJudge) -> None:
+        """The top-level modules loaded since the last batch: each an allowed import (the
+        import guard lets what the rules allow through without a call, at no cost)."""
+        loaded = sys.modules.keys() - self._modules
+        if not loaded:
+            return
+        self._modules.update(loaded)
+        for name in sorted(loaded):
+            if "." in name or name.startswith("pysandboxes"):
+                continue
+            verdict = judge.judge(name)
+            if verdict.allowed:
+                shown = _fields(verdict.rule)
+                decision = Decision("import", name, "module", True, *shown, "", 1, "", self._pid)
+                self._entries[("import", name, "module", id(verdict.rule))] = _Entry(decision, 1)
+
+
+class Auditing:
+    """Records each refusal in the decision log, then lets ``inner`` decide."""
+
+    def __init__(
+        self, inner: Enforcer, log: DecisionLog, messages: Messages, api: ApiJudge
+    ) -> None:
+        self._inner = inner
+        self._log = log
+        self._messages = messages
+        self._api = api
+        self.hides_entries = inner.hides_entries
+        self.stands_in_for_native = inner.stands_in_for_native
+
+    def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
+        """Record, then refuse through ``inner``: not the interpreter's byte-code cache,
+        nor a ``mkdir`` of a directory that exists (it would fail all the same)."""
+        if report.api == "os.mkdir" and self._log.exists(report.real):
+            self._inner.refuse_file(report, verdict)
+            return
+        given = verdict.fix if verdict.fix is None or not verdict.fix.startswith("<") else None
+        fix = self._messages.suggestion(given).strip()
+        fix = fix[len("Add '") :].partition("' to ")[0] if fix.startswith("Add '") else ""
+        target = report.real if report.real.startswith("/") else report.named
+        if "/__pycache__" not in target:  # the interpreter's byte-code cache: it copes
+            self._log.refused("file", target, report.access.value, _fields(verdict.rule), fix)
+        self._inner.refuse_file(report, verdict)
+
+    def refuse_call(self, qualname: str, category: str, message: str) -> None:
+        """Record, then refuse through ``inner``."""
+        verdict = self._api.judge(qualname)
+        fix = "" if verdict.rule is not None else f"python-api=ALLOW:{qualname}"
+        self._log.refused("call", qualname, category, _fields(verdict.rule), fix)
+        self._inner.refuse_call(qualname, category, message)
+
+    def refuse_connection(
+        self, message: str, address: str, rule: str | None, target: Connection | None = None
+    ) -> None:
+        """Record, then refuse through ``inner``."""
+        shown = _named_rule(rule)
+        if target is not None and target.direction == "lookup":
+            fix = f"net=ALLOW|tcp|{target.host}|443|OUT"
+            self._log.refused("lookup", target.host, "OUT", shown, fix if rule is None else "")
+        elif target is not None:
+            name = f"{target.proto}:{target.host}:{target.port}"
+            fix = f"net=ALLOW|{target.proto}|{target.host}|{target.port}|{target.direction}"
+            self._log.refused("net", name, target.direction, shown, fix if rule is None else "")
+        else:
+            self._log.refused("net", address, "OUT", shown, "")
+        self._inner.refuse_connection(message, address, rule, target)
+
+    def refuse_import(self, module: str, message: str, category: str | None = None) -> None:
+        """Record, then refuse through ``inner``."""
+        access = "native" if category else "module"
+        fix = "" if module.startswith("pysandboxes") else f"python-import={module}"
+        if category:
+            fix = f"python-api=ALLOW:{category}"
+        self._log.refused("import", module, access, _origin_fields(None, 0, ""), fix)
+        self._inner.refuse_import(module, message, category)
+
+
+def _named_rule(rule: str | None) -> tuple[str, str]:
+    """``(rule, rule_text)`` from a guard's ``str(Origin)``: ``'text' from file(line)``."""
+    if rule is None:
+        return _origin_fields(None, 0, "")
+    text, found, where = rule.rpartition(" from ")
+    source, _, line = where.rstrip(")").rpartition("(")
+    if not found or not line.isdigit():
+        return rule, ""
+    return _origin_fields(source, int(line), text.strip("'"))
+
+
+def flush_all() -> None:
+    """Send what every log of this process counted (partial mode: after each call)."""
+    for log in _LOGS:
+        log.flush()
+
+
+def start_log(
+    spec: AuditSpec, enforcer: Enforcer, api: ApiJudge, policy: Policy, launch: LaunchSpec
+) -> tuple[Auditing, DecisionLog]:
+    """The decision log of this process, and the enforcer that records refusals in it;
+    sends what is left at exit. Called before the guards are installed."""
+    import atexit
+
+    from pysandboxes._inside.enforce import Messages
+    from pysandboxes._policy.judge import ImportJudge
+
+    os.set_inheritable(spec.fd, False)  # the programs it starts must not write decisions
+    log = DecisionLog(spec.fd, os.getcwd(), allowed_too=spec.allowed_too)
+    if spec.allowed_too:
+        log.imports = ImportJudge(policy)
+    if spec.logged:  # a variable the sandbox lacks is no news worth a summary
+        _watch_environment(log, policy)
+    atexit.register(log.flush)
+    _LOGS.append(log)
+    messages = Messages(launch.rule_file, launch.rule_dir)
+    return Auditing(enforcer, log, messages, api), log
+
+
+def _watch_environment(log: DecisionLog, policy: Policy) -> None:
+    """Report reads of variables: allowed when the sandbox has it, refused when not."""
+    from pysandboxes._inside.guards.env import watch_environ
+    from pysandboxes._policy.globs import name_matches
+
+    given = frozenset(os.environ)
+    rules = policy.env
+
+    def read(name: str) -> None:
+        if name not in given:
+            log.refused("env", name, "read", _origin_fields(None, 0, ""), f"env={name}=${{{name}}}")
+        elif log.allowed_too:
+            origin = next((r.origin for r in rules if name_matches(r.name, name)), None)
+            log.allowed("env", name, "read", origin)
+
+    watch_environ(read)

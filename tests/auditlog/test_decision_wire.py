@@ -1,0 +1,53 @@
+"""What the sandboxed process sends for the log is decoded by the trusted side alone
+(``_wire.codec``): only well-formed decisions get a line, each line stays one line."""
+
+from __future__ import annotations
+
+import json
+
+from pysandboxes._wire.codec import decode_decision, decode_decisions
+from pysandboxes._wire.decisions import Decision, encode_decision, log_line, read_log_line
+
+GOOD = Decision(
+    "file", "/srv/data/in.csv", "read", True, ".py-sandboxes:1", "expose-ro=.", "a.py:3"
+)
+
+
+def test_a_decision_travels_whole() -> None:
+    assert decode_decision(encode_decision(GOOD).rstrip(b"\n")) == GOOD
+
+
+def test_malformed_or_unknown_lines_are_dropped() -> None:
+    wire = json.loads(encode_decision(GOOD))
+    for forged in (
+        {**wire, "k": "shell"},  # an unknown kind
+        {**wire, "a": "own"},  # an access the kind does not have
+        {**wire, "n": 0},  # no decision at all
+        {**wire, "n": -5},
+        {**wire, "v": 2},
+        {**wire, "t": "/etc/\x00passwd"},  # a NUL names nothing
+        {**wire, "t": "x" * 5000},  # longer than any target sent
+        {**wire, "extra": 1},  # a field the format does not have
+        {**wire, "s": 1},  # an allowed decision cannot be a surfaced refusal
+        [wire],
+    ):
+        assert decode_decision(json.dumps(forged).encode()) is None, forged
+    assert decode_decision(b"not json") is None
+    assert decode_decision(b"{" * 100_000) is None
+
+
+def test_a_line_cut_short_waits_for_its_end() -> None:
+    line = encode_decision(GOOD)
+    found, pending, dropped = decode_decisions(line + line[:10])
+    assert (found, pending, dropped) == ([GOOD], line[:10], 0)
+    found, pending, dropped = decode_decisions(pending + line[10:] + b"garbage\n")
+    assert (found, pending, dropped) == ([GOOD], b"", 1)
+
+
+def test_a_target_cannot_add_a_line_to_the_log() -> None:
+    sneaky = Decision("env", 'X"}\n{"v":1,"verdict":"allowed', "read", False)
+    decoded = decode_decision(encode_decision(sneaky).rstrip(b"\n"))
+    assert decoded == sneaky
+    written = log_line(decoded, "2026-12-01T00:00:00.000Z", "complete")
+    assert written.count("\n") == 1
+    assert read_log_line(written).target == sneaky.target
