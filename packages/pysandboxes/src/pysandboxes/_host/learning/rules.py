@@ -31,6 +31,7 @@ from pysandboxes._host.learning.places import (
     sensitive_directories,
     system_tree,
 )
+from pysandboxes._policy import registry
 from pysandboxes._policy.registry import DANGEROUS_CATEGORIES, SENSITIVE_FUNCTIONS
 from pysandboxes._policy.writer import LearnedRule
 from pysandboxes._record import record
@@ -350,6 +351,9 @@ def _calls(out: _Out, events: Sequence[Event]) -> None:
             # A function the registry does not file under that category: the guards never
             # report one, so the event is forged or stale; a whole category is no answer.
             out.skipped.append(f"{name!r} ({category}): not a registered function")
+            continue
+        if name in registry.SUBINTERPRETER_FUNCTIONS:  # out of the Python layer's reach
+            out.skipped.append(f"{name!r}: a subinterpreter is never learned")
             continue
         group = f"⚠ {category}" if category in DANGEROUS_CATEGORIES else category
         out.add("call", "api", f"python-api=ALLOW:{name}", "called by", event.where, group)

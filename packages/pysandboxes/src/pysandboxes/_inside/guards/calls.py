@@ -25,6 +25,7 @@ import os
 from pysandboxes._inside.enforce import call_refusal
 from pysandboxes._inside.guards.sealedcalls import EXTENSION_EVENT, REFUSE_EVENT, SEALED_EVENTS
 from pysandboxes._inside.guards.values import plain_str
+from pysandboxes._policy.registry import SUBINTERPRETER_FUNCTIONS, SUBINTERPRETER_MODULES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,10 +75,9 @@ _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "os.forkpty": ("os.forkpty", ("os.forkpty", "pty.fork", "pty.spawn")),
     "os.killpg": ("os.killpg", ("os.killpg",)),
     "signal.pthread_kill": ("signal.pthread_kill", ("signal.pthread_kill",)),
-    "cpython.PyInterpreterState_New": (
-        "_xxsubinterpreters.create",
-        ("_xxsubinterpreters.create", "_xxsubinterpreters.run_string"),
-    ),
+    # 3.12 crashes when the hook refuses this event, and 3.13 no longer raises it for
+    # _interpreters: the modules themselves are refused first (see _subinterpreters).
+    "cpython.PyInterpreterState_New": ("_xxsubinterpreters.create", SUBINTERPRETER_FUNCTIONS),
     "pickle.find_class": ("pickle.loads", ("pickle.loads", "pickle.load", "pickle.Unpickler")),
     "ctypes.dlopen": ("ctypes.CDLL", _NATIVE),
     "ctypes.dlsym": ("ctypes.CDLL", _NATIVE),
@@ -98,6 +98,9 @@ _NATIVE_MODULES = {
     # dbm.ndbm and dbm.gnu: dbm and shelve fall back to dbm.dumb, whose files are judged.
     "_dbm": "it opens, creates and truncates database files unseen",
     "_gdbm": "it opens, creates and truncates database files unseen",
+    # CPython's C-API test modules: new interpreters, raw memory, unseen.
+    "_testcapi": "it runs code in new interpreters and writes raw memory unseen",
+    "_testinternalcapi": "it runs code in new interpreters and reads raw memory unseen",
 }
 
 #: Extension modules whose functions are replaced here: importing one again would hand
@@ -138,6 +141,9 @@ class CallGuard:
         # Signalling another process is refused unless a rule allows os.kill itself.
         self._signals_watched = not self.family_allowed("os.kill", ())
         self._native = self.family_allowed("ctypes.CDLL", _NATIVE)
+        self._subinterpreters = self.family_allowed(
+            "_interpreters.create", SUBINTERPRETER_FUNCTIONS
+        )
 
     def family_allowed(self, name: str, family: Iterable[str]) -> bool:
         """Whether the event of ``name`` passes: its own verdict, unless it has no rule of
@@ -262,8 +268,12 @@ class CallGuard:
         plain = plain_str(args[0]) if args else None
         if plain is None:
             return
+        if plain in SUBINTERPRETER_MODULES and not self._subinterpreters:
+            self._refuse_subinterpreters(plain)
         # CPython initialises an extension module from the last part of a dotted name.
         name = plain.rpartition(".")[2]
+        if name in SUBINTERPRETER_MODULES and not self._subinterpreters:
+            self._refuse_subinterpreters(name)
         why = _NATIVE_MODULES.get(name)
         if why is not None and not self._native:
             self._enforcer.refuse_import(
@@ -284,3 +294,14 @@ class CallGuard:
                 f"Importing {name} again is denied by the API guard: a fresh copy would hand "
                 f"out the functions the sandbox judges.{hint}",
             )
+
+    def _refuse_subinterpreters(self, module: str) -> None:
+        grant = "concurrent.interpreters.create" if "." in module else f"{module}.create"
+        self._enforcer.refuse_import(
+            module,
+            f"Importing {module} is denied by the API guard (category: process-exec): a "
+            "subinterpreter runs code with none of the sandbox's Python layer (no audit "
+            f"hook, no guards). Add 'python-api=ALLOW:{grant}' to {self._rule_file} to "
+            "allow it; learning never does.",
+            "process-exec",
+        )
