@@ -90,3 +90,21 @@ def test_unix_sockets_only_where_the_rules_may_need_one(tmp_path: Path) -> None:
     assert not plan_of(tmp_path, "expose-ro=.").unix_sockets
     assert plan_of(tmp_path, "expose-ro=.", "expose-rw=./data").unix_sockets
     assert plan_of(tmp_path, "python-api=ALLOW:os.fork").unix_sockets  # multiprocessing
+
+
+def test_a_shared_interpreter_library_is_in_every_plan(tmp_path: Path) -> None:
+    """A shared build's interpreter (pyenv, conda) cannot start without its libpython:
+    the programs a sandbox may start load it again, whatever the provider. Without it the
+    loader found the system's libpython of the same version, or none."""
+    import sysconfig
+
+    from pysandboxes._policy.view import interpreter_libraries, plan_for
+
+    policy = parse_policy(None, extra_rules=["expose-ro=."], cwd=str(tmp_path), env={})
+    plan = plan_for(policy, [], None, [], [])
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        assert interpreter_libraries() == []
+        return
+    library = Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("INSTSONAME")
+    assert str(library.resolve()) in interpreter_libraries()
+    assert str(library.resolve()) in plan.read
