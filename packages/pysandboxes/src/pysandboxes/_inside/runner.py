@@ -134,6 +134,10 @@ def run(program: Program, code: CodeType | None, serve: Callable[[], None] | Non
         raise
     except BaseException as exc:
         report(exc)
+    if sys.flags.inspect and program.kind != "repl" and sys.version_info >= (3, 13):
+        # -i: from 3.13 CPython's prompt is _pyrepl, Python code imported and run as the
+        # program's, which needs the terminal database: the basic prompt, as before 3.13.
+        os.putenv("PYTHON_BASIC_REPL", "1")
     # -i: CPython's prompt follows, and its C display would print the guards' frames.
     prompt = sys.flags.inspect and program.kind != "repl" and session["python_layer"]
     if prompt and sys.excepthook is sys.__excepthook__:

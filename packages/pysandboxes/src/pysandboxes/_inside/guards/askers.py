@@ -110,9 +110,13 @@ class ImportAsker:
         if not self.started and not program_file:
             return False  # the sandbox starting: no code of the program has run yet
         looking_through = False
+        only_own = True  # no frame but the guards' and the sandbox's so far
         for _ in range(256):
             if frame is None:
-                return True  # no frame decided: C called in for the program
+                # No frame decided: C called in for the program; but with no Python frame
+                # at all, the interpreter itself (3.13's prompt registers each line typed
+                # with linecache) wants a module loaded already: nothing runs.
+                return not (only_own and loaded)
             code = frame.f_code
             if id(frame.f_globals) in self._own:
                 # The guards' frames; one at its own import statement is the sandbox's.
@@ -122,6 +126,7 @@ class ImportAsker:
                 return True
             else:
                 kind, module = self._kind(code.co_filename)
+                only_own = only_own and kind == OWN
                 if kind == PROGRAM:
                     return True
                 at_import = self._at_import(frame, code)
