@@ -355,7 +355,8 @@ def test_the_prompt_after_i_needs_no_rule_of_its_own(python_sb: str, project: Pa
     finally:
         terminal.close()
     assert "Importing csv is refused by the import guard" in screen
-    assert "linecache" not in screen and "_pyrepl" not in screen, screen
+    assert "linecache" not in screen, screen
+    assert "_pyrepl" not in screen, screen
 
 
 def test_a_learning_session_learns_what_the_user_typed_not_the_shell(
