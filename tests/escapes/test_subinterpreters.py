@@ -82,9 +82,7 @@ def test_a_grant_lets_the_program_start_one(sb: Runner, project: Path, files: Pa
     assert files.read_text() == "the secret"
 
 
-def test_learning_never_grants_a_subinterpreter(
-    sb: Runner, project: Path, files: Path
-) -> None:
+def test_learning_never_grants_a_subinterpreter(sb: Runner, project: Path, files: Path) -> None:
     (project / "app.py").write_text(PROBE)
     result = sb("--learn", "app.py")
     assert "RAN" not in result.stdout
