@@ -193,13 +193,12 @@ def interpreter_libraries() -> list[str]:
     program starts read it, under every provider. Without it the loader may find another
     build of the same version in the system's directories, or none.
     """
-    global _LIBRARIES
-    if _LIBRARIES is None:
-        _LIBRARIES = _mapped_libraries()
-    return list(_LIBRARIES)
+    if not _libraries:
+        _libraries.append(_mapped_libraries())
+    return list(_libraries[0])
 
 
-_LIBRARIES: list[str] | None = None
+_libraries: list[list[str]] = []  # found once: both sides ask several times
 
 
 def _mapped_libraries() -> list[str]:
