@@ -144,7 +144,12 @@ def test_nothing_the_program_started_outlives_the_run(
     alive = project / "out" / "alive"
     (project / "app.py").write_text(DEEP if program == "deep" else RACE)
     assert py("app.py", "out/control").stdout == "program ends\n"
-    assert _grows(project / "out" / "control"), "the control's processes did not outlive it"
+    control = project / "out" / "control"
+    for _ in range(300):  # on a loaded machine the deepest link may start late
+        if control.exists():
+            break
+        time.sleep(0.1)
+    assert _grows(control), "the control's processes did not outlive it"
     for provider in PROVIDERS:  # one control for all: it is the same program
         if unavailable_reason(provider) is not None:
             continue  # each provider's own tests say why it cannot run
