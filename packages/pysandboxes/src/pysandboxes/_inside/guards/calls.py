@@ -16,6 +16,10 @@ without a ``native`` grant its C half, ``_ctypes``, cannot be imported at all (a
 ``ModuleNotFoundError``: libraries fall back as if it were not installed). Signals reach
 other processes without ``os.kill`` too: ``pidfd_send_signal`` (no event: replaced by a
 judged copy) and ``fcntl``/``ioctl`` asking for SIGIO to be sent to another process.
+
+A subinterpreter runs with none of the Python layer, and CPython does not always report its
+creation: the modules that make one are not importable unless a rule names a subinterpreter
+function (``_policy.registry.SUBINTERPRETER_FUNCTIONS``).
 """
 
 from __future__ import annotations
@@ -76,7 +80,7 @@ _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "os.killpg": ("os.killpg", ("os.killpg",)),
     "signal.pthread_kill": ("signal.pthread_kill", ("signal.pthread_kill",)),
     # 3.12 crashes when the hook refuses this event, and 3.13 no longer raises it for
-    # _interpreters: the modules themselves are refused first (see _subinterpreters).
+    # _interpreters: their modules are refused first (see _refuse_subinterpreters).
     "cpython.PyInterpreterState_New": ("_xxsubinterpreters.create", SUBINTERPRETER_FUNCTIONS),
     "pickle.find_class": ("pickle.loads", ("pickle.loads", "pickle.load", "pickle.Unpickler")),
     "ctypes.dlopen": ("ctypes.CDLL", _NATIVE),
