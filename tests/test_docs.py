@@ -98,3 +98,22 @@ def test_every_public_name_is_documented() -> None:
     for name in pysandboxes.__all__:
         if name != "__version__":
             assert f"`{name}" in text, f"pysandboxes.{name} appears nowhere in docs/"
+
+
+def test_the_supported_versions_are_the_tested_ones() -> None:
+    """The packages, the README, the test command and CI name the same CPython versions."""
+    root = README.parent
+    supported = ["3.11", "3.12", "3.13"]
+    for package in ("pysandboxes", "python-sb"):
+        metadata = (root / "packages" / package / "pyproject.toml").read_text()
+        assert 'requires-python = ">=3.11"' in metadata
+    classifiers = (root / "packages" / "pysandboxes" / "pyproject.toml").read_text()
+    assert all(f"Programming Language :: Python :: {v}" in classifiers for v in supported)
+    assert "CPython 3.11, 3.12 or 3.13" in README.read_text()
+    script = (root / "scripts" / "test").read_text()
+    assert "PYSANDBOXES_TEST_PYTHONS:-3.11 3.12 3.13" in script
+    workflow = (root / ".github" / "workflows" / "ci.yml").read_text()
+    assert "run: .ci/run" in workflow
+    listed = re.search(r"python-version: \|\n((?:\s+3\.\d+\n)+)", workflow)
+    assert listed is not None
+    assert sorted(listed.group(1).split()) == supported

@@ -338,6 +338,27 @@ def test_the_prompt_after_a_program_run_with_i_is_marked(python_sb: str, project
     assert "⚠ >>> print(x + 1)" in screen
 
 
+def test_the_prompt_after_i_needs_no_rule_of_its_own(python_sb: str, project: Path) -> None:
+    """CPython's prompt after ``-i`` imports for itself (3.13: linecache for every line,
+    and its new prompt, _pyrepl, which the sandbox replaces by the basic one): none of it
+    is the program's to be refused, and the user's lines are judged as before."""
+    (project / ".py-sandboxes").write_text("expose-ro=.\nenv=LC_ALL=${LC_ALL}\n")
+    (project / "app.py").write_text("x = 41\n")
+    env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
+    terminal = Terminal([python_sb, "-i", "app.py"], project, env)
+    try:
+        terminal.read_until("⚠ >>> ")
+        terminal.type("print(x + 1)")
+        terminal.read_until("42")
+        terminal.type("import csv")
+        screen = plain_screen(terminal.read_until("python-import=csv"))
+    finally:
+        terminal.close()
+    assert "Importing csv is refused by the import guard" in screen
+    assert "linecache" not in screen, screen
+    assert "_pyrepl" not in screen, screen
+
+
 def test_a_learning_session_learns_what_the_user_typed_not_the_shell(
     python_sb: str, project: Path
 ) -> None:

@@ -203,3 +203,21 @@ def test_a_kept_package_does_not_open_its_submodules(sb: Runner, project: Path) 
     assert "Add 'python-import=asyncio'" in result.stdout
     (project / ".py-sandboxes").write_text(BASE_RULES + "python-import=asyncio\n")
     assert "LOADED True" in sb("-c", code).stdout
+
+
+def test_cant_import_a_loaded_module_from_c_with_no_frame_at_all(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    """At exit (or in a thread) C code may run with no Python frame on the stack, as
+    CPython's own prompt does; only the prompt's own import (linecache) passes there."""
+    code = (
+        "import atexit, collections\n"
+        "got = collections.deque()\n"
+        "atexit.register(lambda: print('GOT', sorted(m.__name__ for m in got)))\n"
+        "atexit.register(got.extend, map(__import__, ['re']))\n"
+    )
+    assert "GOT ['re']" in py("-c", code).stdout
+    (project / ".py-sandboxes").write_text("expose-ro=.\npython-import=atexit, collections\n")
+    result = sb("-c", code)
+    assert "GOT []" in result.stdout, result.stdout + result.stderr
+    assert "Add 'python-import=re' to .py-sandboxes" in result.stderr

@@ -2,7 +2,8 @@
 
 An import is charged to the code that asks, and the functions that import a name or a
 file they are handed are looked through, so that the import is charged to their caller.
-``imp.load_dynamic`` (any extension module by file), ``imp.init_builtin``,
+``imp.load_dynamic`` (any extension module by file), ``imp.init_builtin`` (from 3.12,
+which removed ``imp``: the loaders ``ExtensionFileLoader`` and ``BuiltinImporter``),
 ``pydoc.importfile`` and ``unittest``'s loader (``loadTestsFromName``, discovery) were
 not listed: the import was charged to them, a library, and allowed. The program, allowed
 ``imp``, ``pydoc`` or ``unittest`` only, loaded any module.
@@ -12,6 +13,8 @@ The rules say ``os-sandbox=subprocess``: the Python layer alone is under test.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from escapelab import Lab, got
 
@@ -20,6 +23,7 @@ RULES = (
     "expose-rw=./out",
     "os-sandbox=subprocess",
     "python-import=imp",
+    "python-import=importlib",
     "python-import=pydoc",
     "python-import=unittest",
     "python-import=warnings",
@@ -27,6 +31,16 @@ RULES = (
     "python-import=optparse",
     "python-import=doctest",
 )
+
+if sys.version_info < (3, 12):
+    LOAD_DYNAMIC = "import imp; imp.load_dynamic('_csv', stdlib + 'lib-dynload/_csv' + suffix)"
+    INIT_BUILTIN = "import imp; imp.init_builtin('_tracemalloc')"
+else:  # imp is gone: the loaders its documentation sends programs to
+    LOAD_DYNAMIC = (
+        "import importlib.machinery as m; "
+        "m.ExtensionFileLoader('_csv', stdlib + 'lib-dynload/_csv' + suffix).load_module()"
+    )
+    INIT_BUILTIN = "import importlib.machinery as m; m.BuiltinImporter.load_module('_tracemalloc')"
 
 SETUP = """\
 import warnings
@@ -39,8 +53,8 @@ suffix = sys.modules['_frozen_importlib_external'].EXTENSION_SUFFIXES[0]
 @pytest.mark.parametrize(
     ("call", "module"),
     [
-        ("import imp; imp.load_dynamic('_csv', stdlib + 'lib-dynload/_csv' + suffix)", "_csv"),
-        ("import imp; imp.init_builtin('_tracemalloc')", "_tracemalloc"),
+        (LOAD_DYNAMIC, "_csv"),
+        (INIT_BUILTIN, "_tracemalloc"),
         ("import pydoc; pydoc.importfile(stdlib + 'colorsys.py')", "colorsys"),
         ("import unittest; unittest.defaultTestLoader.loadTestsFromName('colorsys')", "colorsys"),
         (

@@ -144,7 +144,12 @@ def test_nothing_the_program_started_outlives_the_run(
     alive = project / "out" / "alive"
     (project / "app.py").write_text(DEEP if program == "deep" else RACE)
     assert py("app.py", "out/control").stdout == "program ends\n"
-    assert _grows(project / "out" / "control"), "the control's processes did not outlive it"
+    control = project / "out" / "control"
+    for _ in range(300):  # on a loaded machine the deepest link may start late
+        if control.exists():
+            break
+        time.sleep(0.1)
+    assert _grows(control), "the control's processes did not outlive it"
     for provider in PROVIDERS:  # one control for all: it is the same program
         if unavailable_reason(provider) is not None:
             continue  # each provider's own tests say why it cannot run
@@ -220,7 +225,9 @@ def test_python_sb_killed_takes_the_program_along(python_sb: str, project: Path)
     # (SIGKILL, no waiter left to sweep), the pid namespace ends, and all it held.
     (project / "out").mkdir()
     alive = project / "out" / "alive"
-    (project / "app.py").write_text(DEEP.replace("time.sleep(1)", "time.sleep(30)"))
+    # The deepest link writes for a minute: 130 sandboxed forks may be slow to get there.
+    program = DEEP.replace("time.sleep(1)", "time.sleep(60)").replace("range(30)", "range(600)")
+    (project / "app.py").write_text(program)
     (project / ".py-sandboxes").write_text(PLAIN_RULES)
     run = subprocess.Popen(
         [python_sb, "app.py", "out/alive"],
@@ -229,11 +236,11 @@ def test_python_sb_killed_takes_the_program_along(python_sb: str, project: Path)
         stdout=subprocess.DEVNULL,
     )
     try:
-        for _ in range(100):
+        for _ in range(600):
             if alive.exists():
                 break
             time.sleep(0.1)
-        assert _grows(alive, 0.5), "the program's deepest process did not start"
+        assert _grows(alive), "the program's deepest process did not start"
     finally:
         run.kill()
         run.wait()

@@ -108,3 +108,21 @@ def test_cant_gain_a_home_or_the_system_through_a_file_to_be_made(tmp_path: Path
     assert plan.create == ()
     deeper = ExposeRule("/home/me/project/app.log", True, False, ORIGIN)
     assert compile_plan(policy, [deeper], None).create == ("/home/me/project/app.log",)
+
+
+def test_a_shared_interpreter_library_is_in_every_plan(tmp_path: Path) -> None:
+    """A shared build's interpreter (pyenv, conda) cannot start without its libpython:
+    the programs a sandbox may start load it again, whatever the provider. Without it the
+    loader found the system's libpython of the same version, or none."""
+    import sysconfig
+
+    from pysandboxes._policy.view import interpreter_libraries, plan_for
+
+    policy = parse_policy(None, extra_rules=["expose-ro=."], cwd=str(tmp_path), env={})
+    plan = plan_for(policy, [], None, [], [])
+    if not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        assert interpreter_libraries() == []
+        return
+    library = Path(sysconfig.get_config_var("LIBDIR")) / sysconfig.get_config_var("INSTSONAME")
+    assert str(library.resolve()) in interpreter_libraries()
+    assert str(library.resolve()) in plan.read

@@ -52,6 +52,19 @@ def test_a_forged_network_is_never_learned(tmp_path: Path) -> None:
     assert _lines(events, _context(tmp_path)) == ["net=ALLOW|tcp|127.0.0.1|443|OUT"]
 
 
+def test_a_forged_subinterpreter_call_is_never_learned(tmp_path: Path) -> None:
+    # A new interpreter runs with none of the Python layer: only the user may grant one.
+    events = [
+        Event("call", "_interpreters.create", "process-exec"),
+        Event("call", "_xxsubinterpreters.run_string", "process-exec"),
+        Event("call", "concurrent.interpreters.create", "process-exec"),
+        Event("call", "os.fork", "process-exec"),
+    ]
+    learned = learn(events, _context(tmp_path))
+    assert [rule.line for rule in learned.rules] == ["python-api=ALLOW:os.fork"]
+    assert sum("a subinterpreter is never learned" in note for note in learned.skipped) == 3
+
+
 def test_making_or_removing_a_sensitive_directory_grants_nothing(tmp_path: Path) -> None:
     # os.makedirs(HOME, exist_ok=True) or a failed rmdir used to grant ~ (or /etc) whole.
     home = tmp_path / "home"

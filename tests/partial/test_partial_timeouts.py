@@ -48,6 +48,10 @@ TOOLS = """
     def pid():
         return PROCESS
 
+    @sandbox(timeout=300)
+    def ready():
+        return True  # the child started and serving: the timeouts after it are the calls'
+
     @sandbox(timeout=0.5)
     async def slow_async(seconds, mark):
         await asyncio.sleep(seconds)
@@ -80,6 +84,7 @@ def test_a_call_past_its_timeout_is_stopped_with_its_process(
         from pysandboxes import sandboxes, SandBoxError, SandboxTimeout
         with sandboxes() as box:
             outside = box._child.pid  # the child as the host sees it
+            tools.ready()
             start = time.monotonic()
             try:
                 tools.stuck({how!r}, {str(progress)!r})
@@ -114,6 +119,7 @@ def test_a_timed_out_call_does_nothing_more(app: App, tmp_path: Path) -> None:
         import tools
         from pysandboxes import sandboxes, SandboxTimeout
         with sandboxes():
+            tools.ready()
             try:
                 tools.stuck("writing", {str(progress)!r})
             except SandboxTimeout:
@@ -136,6 +142,7 @@ def test_the_rules_give_the_default_timeout(app: App, tmp_path: Path) -> None:
         import tools
         from pysandboxes import sandboxes, SandboxTimeout
         with sandboxes():
+            tools.ready()
             print(tools.nap(0.1))
             try:
                 tools.nap(5)

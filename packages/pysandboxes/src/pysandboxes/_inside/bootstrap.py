@@ -19,7 +19,7 @@ from pysandboxes._inside.evaluation import learning as _eval_learning
 from pysandboxes._inside.evaluation import patch as _evaluation
 from pysandboxes._inside.guards import dnspins, filewraps
 from pysandboxes._inside.guards.audit import AuditHook
-from pysandboxes._inside.guards.calls import FORK_EXEC_FAMILY, CallGuard, install_stand_in
+from pysandboxes._inside.guards.calls import FORK_EXEC_FAMILY, CallGuard
 from pysandboxes._inside.guards.dynamic import DynamicCodeGuard
 from pysandboxes._inside.guards.files import FileGuard
 from pysandboxes._inside.guards.imports import ImportGuard
@@ -354,3 +354,25 @@ def main(
         sys.path[1:1] = [p for p in serving.path if p not in sys.path]
     _runner.apply_warning_filters()
     return program, code, serve
+
+
+def install_stand_in(stdlib: str) -> None:
+    """Make ``import ctypes`` give the stand-in (``_inside/datactypes``), its submodules
+    (``ctypes.util``, ``ctypes.wintypes``) still found in the real package's directory.
+    Called before the hook: the program deleting it from ``sys.modules`` then meets the
+    real ``ctypes``, whose ``_ctypes`` import is refused."""
+    import importlib.util
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for name, file in (("ctypes._cdata", "_cdata.py"), ("ctypes", "datactypes.py")):
+        search = [os.path.join(stdlib, "ctypes")] if name == "ctypes" else None
+        where = os.path.join(here, file)
+        spec = importlib.util.spec_from_file_location(
+            name, where, submodule_search_locations=search
+        )
+        if spec is None or spec.loader is None:  # pragma: no cover - a file of this package
+            raise ImportError(f"the stand-in ctypes is missing: {where}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)

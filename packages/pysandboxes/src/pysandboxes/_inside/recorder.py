@@ -5,9 +5,10 @@ trusted side over the pipe it handed over (see ``_wire.codec``), so a child kill
 SIGKILL has already told everything it did. The child never writes rules: it only
 describes what happened, and the trusted side decides what to grant.
 
-Two refusals still stand while learning, because allowing them would let the program
-change its own future rights: a change to a rule file (the protected files) and the
-program's own writes to the event pipe are no business of learning.
+Some refusals still stand while learning, because allowing them would let the program
+change its own future rights or leave the Python layer: a change to a rule file (the
+protected files), the program's own writes to the event pipe, and a subinterpreter (which
+none of the guards reach) are no business of learning.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pysandboxes._inside.enforce import Enforcing
 from pysandboxes._inside.guards.audit import HOOK_FILENAME, current_frame
 from pysandboxes._inside.guards.integrity import INTERNALS
 from pysandboxes._policy.judge import EXPOSURE_ROOT, PLANTED_RULES
+from pysandboxes._policy.registry import SUBINTERPRETER_FUNCTIONS, SUBINTERPRETER_MODULES
 from pysandboxes._wire.events import Event, encode_event
 
 TYPE_CHECKING = False
@@ -205,7 +207,7 @@ class Learning:
         guards, which no rule can allow, stays refused."""
         if get_ident() in self._busy:
             return  # the frames read while recording: ours, not the program's
-        if qualname == INTERNALS:
+        if qualname == INTERNALS or qualname in SUBINTERPRETER_FUNCTIONS:
             self._enforcing.refuse_call(qualname, category, message)
         self._send(Event("call", qualname, category))
 
@@ -224,7 +226,10 @@ class Learning:
         )
 
     def refuse_import(self, module: str, message: str, category: str | None = None) -> None:
-        """Record an import; ``category`` marks a native extension the API rules guard."""
+        """Record an import; ``category`` marks a native extension the API rules guard.
+        A subinterpreter's module stays refused by the API guard."""
+        if category is not None and module in SUBINTERPRETER_MODULES:
+            self._enforcing.refuse_import(module, message, category)
         self._send(Event("import", module, "native" if category else "module"))
 
     def eval_used(self, key: str, name: str) -> None:

@@ -36,6 +36,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import CodeType
+    from typing import Any
 
     from pysandboxes._wire.spec import Program
 
@@ -123,6 +124,7 @@ def read_script(path: str) -> CodeType | None:
 def run(program: Program, code: CodeType | None, serve: Callable[[], None] | None = None) -> None:
     """Run the program (or, in partial mode, ``serve`` the calls until the caller
     closes); does not return on an uncaught exception."""
+    _command_source(program)
     if program.kind != "repl":  # the session says so itself, once it is up
         sys.audit("pysandboxes.started")  # what is imported from now on may be the program's
     try:
@@ -147,10 +149,30 @@ def run(program: Program, code: CodeType | None, serve: Callable[[], None] | Non
         raise
     except BaseException as exc:
         report(exc)
+    if sys.flags.inspect and program.kind != "repl" and sys.version_info >= (3, 13):
+        # -i: from 3.13 CPython's prompt is _pyrepl, Python code imported and run as the
+        # program's, which needs the terminal database: the basic prompt, as before 3.13.
+        os.putenv("PYTHON_BASIC_REPL", "1")
     # -i: CPython's prompt follows, and its C display would print the guards' frames.
     prompt = sys.flags.inspect and program.kind != "repl" and session["python_layer"]
     if prompt and sys.excepthook is sys.__excepthook__:
         sys.excepthook = prompt_excepthook
+
+
+def _command_source(program: Program) -> None:
+    """From 3.13 CPython keeps the ``-c`` text for its tracebacks (``linecache``'s entry
+    ``"<string>"``): that of the bootstrap, not the program. It becomes the program's
+    ``-c`` text, or goes (a script compiling its own ``"<string>"`` code shows no line)."""
+    linecache: Any = sys.modules.get("linecache")
+    cache = getattr(linecache, "cache", None)
+    if type(cache) is not dict or "<string>" not in cache:
+        return  # 3.11, 3.12: tracebacks show no line of -c code
+    if program.kind == "command":
+        text = program.target
+        lines = [line + "\n" for line in text.splitlines()]
+        cache["<string>"] = (len(text), None, lines, "<string>")
+    else:
+        del cache["<string>"]
 
 
 def compile_program(program: Program) -> CodeType | None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from pysandboxes._policy.judge import ApiJudge
 from pysandboxes._policy.plan import ConfinementPlan
-from pysandboxes._policy.registry import CATEGORY_MEMBERS
+from pysandboxes._policy.registry import CATEGORY_MEMBERS, SUBINTERPRETER_FUNCTIONS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -69,15 +69,7 @@ _NO_PROGRAM = frozenset(
         "os.forkpty",
         "posix.forkpty",
         "pty.fork",
-        "_interpreters.call",
-        "_interpreters.create",
-        "_interpreters.exec",
-        "_interpreters.run_func",
-        "_interpreters.run_string",
-        "_xxsubinterpreters.create",
-        "_xxsubinterpreters.run_string",
-        "concurrent.interpreters.create",
-        "concurrent.futures.InterpreterPoolExecutor",
+        *SUBINTERPRETER_FUNCTIONS,
     }
 )
 

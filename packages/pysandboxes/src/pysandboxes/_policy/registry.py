@@ -53,6 +53,27 @@ _INTRO = "introspection"
 _CODE = "dynamic-code"
 _DESER = "deserialization"
 
+#: Functions that start another interpreter in this process. The audit hook, the guards and
+#: the patched modules belong to one interpreter: a new one runs with none of the Python
+#: layer. Their modules (``SUBINTERPRETER_MODULES``) import only when a rule names one of
+#: these; learning never writes such a rule.
+SUBINTERPRETER_FUNCTIONS: tuple[str, ...] = (
+    "_interpreters.call",
+    "_interpreters.create",
+    "_interpreters.exec",
+    "_interpreters.run_func",
+    "_interpreters.run_string",
+    "_xxsubinterpreters.create",
+    "_xxsubinterpreters.run_string",
+    "concurrent.futures.InterpreterPoolExecutor",
+    "concurrent.interpreters.create",
+)
+#: Their modules by version: 3.11 and 3.12 (``_xxsubinterpreters``), 3.13 (``_interpreters``),
+#: 3.14 (``concurrent.interpreters``, over ``_interpreters``).
+SUBINTERPRETER_MODULES = frozenset(
+    {"_xxsubinterpreters", "_interpreters", "concurrent.interpreters"}
+)
+
 # Runs code outside the patched interpreter: another program, or another interpreter.
 # Absent: os.vfork and os.fexecve do not exist in CPython (os.execve takes a descriptor).
 # Out: os.openpty, a pair of descriptors; the fork that uses it (os.forkpty, pty.fork) is in.
@@ -118,16 +139,7 @@ _PROCESS_EXEC: dict[str, str] = {
     "multiprocessing.Pool": _EXEC,
     "multiprocessing.Process.start": _EXEC,
     "multiprocessing.process.BaseProcess.start": _EXEC,
-    # Subinterpreters: a fresh interpreter where none of our patches exist.
-    "_interpreters.call": _EXEC,
-    "_interpreters.create": _EXEC,
-    "_interpreters.exec": _EXEC,
-    "_interpreters.run_func": _EXEC,
-    "_interpreters.run_string": _EXEC,
-    "_xxsubinterpreters.create": _EXEC,
-    "_xxsubinterpreters.run_string": _EXEC,
-    "concurrent.futures.InterpreterPoolExecutor": _EXEC,
-    "concurrent.interpreters.create": _EXEC,
+    **dict.fromkeys(SUBINTERPRETER_FUNCTIONS, _EXEC),
 }
 
 # Acts on other processes, or on the resources this one shares with them.

@@ -155,6 +155,8 @@ def exposures(
     implicit += [ExposeRule(path, False, False, _PROGRAM) for path in program]
     executable = os.path.realpath(sys.executable)
     implicit.append(ExposeRule(executable, False, False, _PYTHON))
+    # A shared build: programs the sandbox may start (sys.executable again) load it too.
+    implicit += [ExposeRule(path, False, False, _PYTHON) for path in interpreter_libraries()]
     # The rules come after the implicit grants: a rule on the same path decides.
     by_path = {rule.path: rule for rule in (*implicit, *implicit_rules, *policy.expose)}
     return list(by_path.values())
@@ -182,20 +184,42 @@ def plan_for(
 
 
 def interpreter_libraries() -> list[str]:
-    """The interpreter's own shared library (``libpython``), when it is not built in.
+    """The interpreter's own shared library (``libpython``), when it is not built in: the
+    file mapped in this process, and the name the dynamic loader opens for it under the
+    interpreter's ``lib`` directory when that is a link to it.
 
-    Landlock is applied after the library is loaded; a fresh mount view must show it for
-    the interpreter to start at all.
+    A shared build's interpreter cannot start without it: a fresh mount view must show
+    it, and Landlock (applied after this process loaded it) must let the interpreters the
+    program starts read it, under every provider. Without it the loader may find another
+    build of the same version in the system's directories, or none.
     """
-    found: list[str] = []
+    if not _libraries:
+        _libraries.append(_mapped_libraries())
+    return list(_libraries[0])
+
+
+_libraries: list[list[str]] = []  # found once: both sides ask several times
+
+
+def _mapped_libraries() -> list[str]:
     try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.rstrip("\n").partition("/")[2]
-                if path and os.path.basename(path).startswith("libpython"):
-                    real = os.path.realpath("/" + path)
-                    if real not in found:
-                        found.append(real)
+        with open("/proc/self/maps", "rb") as maps:
+            text = maps.read()
     except OSError:
-        pass  # no /proc: the interpreter is then looked for where it runs from
+        return []  # no /proc: a static build, or the interpreter is looked for where it runs
+    found: list[str] = []
+    start = text.find(b"/libpython")
+    while start != -1:
+        begin = text.rfind(b" ", 0, start) + 1
+        end = text.find(b"\n", start)
+        path = os.fsdecode(text[begin : end if end != -1 else len(text)])
+        real = os.path.realpath(path)
+        if path.startswith("/") and real not in found:
+            found.append(real)
+            named = os.path.join(sys.base_prefix, "lib", os.path.basename(real))
+            version = f"libpython{sys.version_info[0]}.{sys.version_info[1]}{sys.abiflags}.so.1.0"
+            for link in (named, os.path.join(sys.base_prefix, "lib", version)):
+                if link not in found and link != real and os.path.realpath(link) == real:
+                    found.append(link)
+        start = text.find(b"/libpython", end if end != -1 else len(text))
     return found

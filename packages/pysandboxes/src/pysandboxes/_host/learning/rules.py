@@ -24,6 +24,7 @@ import sys
 from pysandboxes._host.learning.evalrules import eval_rules
 from pysandboxes._host.learning.filerules import file_rules
 from pysandboxes._host.learning.places import Context, secret_variable
+from pysandboxes._policy import registry
 from pysandboxes._policy.registry import DANGEROUS_CATEGORIES, SENSITIVE_FUNCTIONS
 from pysandboxes._policy.writer import LearnedRule
 from pysandboxes._record import record
@@ -203,6 +204,9 @@ def _calls(out: _Out, events: Sequence[Event]) -> None:
             # A function the registry does not file under that category: the guards never
             # report one, so the event is forged or stale; a whole category is no answer.
             out.skipped.append(f"{name!r} ({category}): not a registered function")
+            continue
+        if name in registry.SUBINTERPRETER_FUNCTIONS:  # out of the Python layer's reach
+            out.skipped.append(f"{name!r}: a subinterpreter is never learned")
             continue
         group = f"⚠ {category}" if category in DANGEROUS_CATEGORIES else category
         out.add("call", "api", f"python-api=ALLOW:{name}", "called by", event.where, group)

@@ -98,6 +98,7 @@ class ImportAsker:
         *,
         loaded: bool = False,
         program_file: bool = False,
+        frameless: bool = False,
     ) -> bool:
         """Whether the import under way at ``frame`` (the innermost frame to consider;
         ``callee`` is the name of the function it called) is the program's.
@@ -106,13 +107,18 @@ class ImportAsker:
         library that called C code importing such a module for itself (``re.sub`` with a
         template, ``str.encode``) is then taken at its word: nothing would be gained.
         ``program_file``: the code about to run comes from outside the interpreter's trees
-        (the program's own files), which is never the sandbox's start."""
+        (the program's own files), which is never the sandbox's start.
+        ``frameless``: the interpreter itself may ask for it with no Python frame at all."""
         if not self.started and not program_file:
             return False  # the sandbox starting: no code of the program has run yet
         looking_through = False
+        only_own = True  # no frame but the guards' and the sandbox's so far
         for _ in range(256):
             if frame is None:
-                return True  # no frame decided: C called in for the program
+                # No frame decided: C called in for the program; but with no Python frame
+                # at all, the interpreter itself (3.13's prompt registers each line typed
+                # with linecache) wants a module loaded already: nothing runs.
+                return not (only_own and frameless)
             code = frame.f_code
             if id(frame.f_globals) in self._own:
                 # The guards' frames; one at its own import statement is the sandbox's.
@@ -122,6 +128,7 @@ class ImportAsker:
                 return True
             else:
                 kind, module = self._kind(code.co_filename)
+                only_own = only_own and kind == OWN
                 if kind == PROGRAM:
                     return True
                 at_import = self._at_import(frame, code)

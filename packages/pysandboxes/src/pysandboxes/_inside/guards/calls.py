@@ -19,6 +19,10 @@ cannot be imported at all: ``import ctypes`` gives the stand-in of ``_inside/dat
 (a library opened, a symbol looked up, memory read by address) is learned. Signals reach
 other processes without ``os.kill`` too: ``pidfd_send_signal`` (no event: replaced by a
 judged copy) and ``fcntl``/``ioctl`` asking for SIGIO to be sent to another process.
+
+A subinterpreter runs with none of the Python layer, and CPython does not always report its
+creation: the modules that make one are not importable unless a rule names a subinterpreter
+function (``_policy.registry.SUBINTERPRETER_FUNCTIONS``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pysandboxes._inside.enforce import call_refusal
 from pysandboxes._inside.guards.fallbacks import import_falls_back
 from pysandboxes._inside.guards.sealedcalls import EXTENSION_EVENT, REFUSE_EVENT, SEALED_EVENTS
 from pysandboxes._inside.guards.values import plain_str
+from pysandboxes._policy.registry import SUBINTERPRETER_FUNCTIONS, SUBINTERPRETER_MODULES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -89,10 +94,9 @@ _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "os.forkpty": ("os.forkpty", ("os.forkpty", "pty.fork", "pty.spawn")),
     "os.killpg": ("os.killpg", ("os.killpg",)),
     "signal.pthread_kill": ("signal.pthread_kill", ("signal.pthread_kill",)),
-    "cpython.PyInterpreterState_New": (
-        "_xxsubinterpreters.create",
-        ("_xxsubinterpreters.create", "_xxsubinterpreters.run_string"),
-    ),
+    # 3.12 crashes when the hook refuses this event, and 3.13 no longer raises it for
+    # _interpreters: their modules are refused first (see _refuse_subinterpreters).
+    "cpython.PyInterpreterState_New": ("_xxsubinterpreters.create", SUBINTERPRETER_FUNCTIONS),
     "pickle.find_class": ("pickle.loads", ("pickle.loads", "pickle.load", "pickle.Unpickler")),
     "ctypes.dlopen": ("ctypes.CDLL", _NATIVE),
     "ctypes.dlsym": ("ctypes.CDLL", _NATIVE),
@@ -137,6 +141,9 @@ _NATIVE_MODULES = {
     # dbm.ndbm and dbm.gnu: dbm and shelve fall back to dbm.dumb, whose files are judged.
     "_dbm": "it opens, creates and truncates database files unseen",
     "_gdbm": "it opens, creates and truncates database files unseen",
+    # CPython's C-API test modules: new interpreters, raw memory, unseen.
+    "_testcapi": "it runs code in new interpreters and writes raw memory unseen",
+    "_testinternalcapi": "it runs code in new interpreters and reads raw memory unseen",
 }
 
 #: Extension modules whose functions are replaced here: importing one again would hand
@@ -181,6 +188,9 @@ class CallGuard:
         self._native = self.family_allowed("ctypes.CDLL", _NATIVE)
         #: Whether ``import ctypes`` gives the stand-in (no native grant, not learning).
         self.stands_in = not self._native and enforcer.stands_in_for_native
+        self._subinterpreters = self.family_allowed(
+            "_interpreters.create", SUBINTERPRETER_FUNCTIONS
+        )
 
     def family_allowed(self, name: str, family: Iterable[str]) -> bool:
         """Whether the event of ``name`` passes: its own verdict, unless it has no rule of
@@ -334,8 +344,12 @@ class CallGuard:
         plain = plain_str(args[0]) if args else None
         if plain is None:
             return
+        if plain in SUBINTERPRETER_MODULES and not self._subinterpreters:
+            self._refuse_subinterpreters(plain)
         # CPython initialises an extension module from the last part of a dotted name.
         name = plain.rpartition(".")[2]
+        if name in SUBINTERPRETER_MODULES and not self._subinterpreters:
+            self._refuse_subinterpreters(name)
         why = _NATIVE_MODULES.get(name)
         # Learning: what the program does with ctypes is learned, not its import; nor an
         # import its code goes on without, refused under the rules too.
@@ -362,24 +376,13 @@ class CallGuard:
                 f"out the functions the sandbox judges.{hint}",
             )
 
-
-def install_stand_in(stdlib: str) -> None:
-    """Make ``import ctypes`` give the stand-in (``_inside/datactypes``), its submodules
-    (``ctypes.util``, ``ctypes.wintypes``) still found in the real package's directory.
-    Called before the hook: the program deleting it from ``sys.modules`` then meets the
-    real ``ctypes``, whose ``_ctypes`` import is refused."""
-    import importlib.util
-    import sys
-
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for name, file in (("ctypes._cdata", "_cdata.py"), ("ctypes", "datactypes.py")):
-        search = [os.path.join(stdlib, "ctypes")] if name == "ctypes" else None
-        where = os.path.join(here, file)
-        spec = importlib.util.spec_from_file_location(
-            name, where, submodule_search_locations=search
+    def _refuse_subinterpreters(self, module: str) -> None:
+        grant = "concurrent.interpreters.create" if "." in module else f"{module}.create"
+        self._enforcer.refuse_import(
+            module,
+            f"Importing {module} is denied by the API guard (category: process-exec): a "
+            "subinterpreter runs code with none of the sandbox's Python layer (no audit "
+            f"hook, no guards). Add 'python-api=ALLOW:{grant}' to {self._rule_file} to "
+            "allow it; learning never does.",
+            "process-exec",
         )
-        if spec is None or spec.loader is None:  # pragma: no cover - a file of this package
-            raise ImportError(f"the stand-in ctypes is missing: {where}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)

@@ -57,6 +57,9 @@ EVENT = "pysandboxes.import"
 _PUBLIC = frozenset(
     {"pysandboxes", "pysandboxes.errors", "pysandboxes.mcp", "pysandboxes.notebook"}
 )
+#: Modules CPython's prompt imports for itself, with no Python frame on the stack, once
+#: loaded (3.13 registers every line typed with linecache).
+_PROMPT_IMPORTS = frozenset({"linecache"})
 
 
 def _private(module: str) -> bool:
@@ -186,7 +189,9 @@ class ImportGuard:
                 return
         top = name.partition(".")[0]
         loaded = door != "find" and name in sys.modules
-        if not top or self._allows(name) or not self._asked_by_program(loaded=loaded):
+        frameless = loaded and name in _PROMPT_IMPORTS
+        asked = self._asked_by_program(loaded=loaded, frameless=frameless)
+        if not top or self._allows(name) or not asked:
             return
         if door == "find":
             if not self._exists(top, name, context):
@@ -347,7 +352,11 @@ class ImportGuard:
         *,
         loaded: bool = False,
         program_file: bool = False,
+        frameless: bool = False,
     ) -> bool:
         """Whether the program asked (``askers``); from here, or from ``frame``."""
         start = current_frame() if frame is None else frame
-        return self._asker.asked_by_program(start, callee, loaded=loaded, program_file=program_file)
+        asker = self._asker
+        return asker.asked_by_program(
+            start, callee, loaded=loaded, program_file=program_file, frameless=frameless
+        )
