@@ -13,6 +13,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from pysandboxes._host.launch import LaunchRequest
+
 #: CPython options that take no value.
 FLAGS = frozenset("bBdEiIOqsSuvxPR")
 #: CPython options that take a value, glued or as the next argument.
@@ -56,6 +58,19 @@ class Invocation:
     learn: str | None = None
     report: str = ""
     log: str = ""
+
+    def described(self) -> LaunchRequest:
+        """The run this command line would start, for the commands that describe or judge
+        it without starting it (``--show-layers``, ``--replay``)."""
+        from pysandboxes._host.launch import LaunchRequest
+        from pysandboxes._wire.spec import Program
+
+        kind = "repl" if self.kind == "interactive" else self.kind
+        return LaunchRequest(
+            program=Program(kind, self.target, self.args),
+            config=self.config,
+            extra_rules=self.rules,
+        )
 
 
 #: The options python-sb itself takes (the rest of ``--key`` are rules).

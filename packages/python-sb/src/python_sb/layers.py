@@ -26,16 +26,9 @@ def show(invocation: Invocation) -> int:
 
 def _show(invocation: Invocation) -> int:
     from pysandboxes._api.report import layer_report
-    from pysandboxes._host.launch import LaunchRequest
-    from pysandboxes._wire.spec import Program
     from pysandboxes.errors import ConfigSyntaxError, OSLayerUnavailable
 
-    kind = "repl" if invocation.kind == "interactive" else invocation.kind
-    request = LaunchRequest(
-        program=Program(kind, invocation.target, invocation.args),
-        config=invocation.config,
-        extra_rules=invocation.rules,
-    )
+    request = invocation.described()
     try:
         report = layer_report(request, os.getcwd(), os.environ)
     except ConfigSyntaxError as exc:

@@ -21,17 +21,11 @@ SHOWN = 50
 
 def show(invocation: Invocation) -> int:
     """Judge the log again; print the changes; return the exit status."""
-    from pysandboxes._host.launch import LaunchRequest, load_rules
+    from pysandboxes._host.launch import load_rules
     from pysandboxes._host.replay import LogUnreadable, read_log, replay
-    from pysandboxes._wire.spec import Program
     from pysandboxes.errors import ConfigSyntaxError
 
-    kind = "repl" if invocation.kind == "interactive" else invocation.kind
-    request = LaunchRequest(
-        program=Program(kind, invocation.target, invocation.args),
-        config=invocation.config,
-        extra_rules=invocation.rules,
-    )
+    request = invocation.described()
     try:
         policy, found = load_rules(request, os.getcwd(), os.environ)
     except ConfigSyntaxError as exc:

@@ -58,17 +58,22 @@ def _text(value: object, *, limit: int = MAX_TEXT) -> str | None:
     return value
 
 
-def decode_event(line: bytes) -> Event | None:
-    """The event a line holds, or ``None`` when it is not a well-formed known event."""
-    if len(line) > MAX_LINE:
+def _json_object(line: bytes, limit: int) -> dict[str, object] | None:
+    """The JSON object a line of at most ``limit`` bytes holds, else ``None``."""
+    if len(line) > limit:
         return None
     try:
         parsed: object = json.loads(line)
     except (ValueError, UnicodeDecodeError, RecursionError):
         return None
-    if type(parsed) is not dict:
+    return parsed if type(parsed) is dict else None  # type: ignore[return-value]
+
+
+def decode_event(line: bytes) -> Event | None:
+    """The event a line holds, or ``None`` when it is not a well-formed known event."""
+    fields = _json_object(line, MAX_LINE)
+    if fields is None:
         return None
-    fields: dict[str, object] = parsed  # type: ignore[assignment]
     if not FIELDS.issuperset(fields):
         return None
     family, name, access = _text(fields.get("f")), _text(fields.get("n")), _text(fields.get("a"))
@@ -131,15 +136,9 @@ def _decision_text(value: object) -> str | None:
 
 def decode_decision(line: bytes) -> _decisions.Decision | None:
     """The decision a wire line holds, or ``None`` when it is not a well-formed one."""
-    if len(line) > _decisions.MAX_LINE:
+    fields = _json_object(line, _decisions.MAX_LINE)
+    if fields is None:
         return None
-    try:
-        parsed: object = json.loads(line)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    if type(parsed) is not dict:
-        return None
-    fields: dict[str, object] = parsed  # type: ignore[assignment]
     if not _decisions.WIRE_FIELDS.issuperset(fields):
         return None
     kind, target = _decision_text(fields.get("k")), _decision_text(fields.get("t"))
