@@ -14,6 +14,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -116,6 +117,15 @@ EXPECTED: dict[str, set[str]] = {
         "python-import=check_calc",
     },
 }
+
+if sys.version_info >= (3, 13):
+    # 3.13's shelve keeps its data in SQLite (dbm.sqlite3), with SQLite's companions.
+    EXPECTED["logs_archives"] -= {f"expose-rw=./cache.{end}" for end in ("bak", "dat", "dir")}
+    EXPECTED["logs_archives"] |= {
+        f"expose-rw=./cache{end}" for end in ("", "-journal", "-shm", "-wal")
+    }
+    # 3.13's subprocess starts children with posix_spawn where it can (asyncio's too).
+    EXPECTED["futures"].add("python-api=ALLOW:os.posix_spawn")
 
 
 @pytest.fixture

@@ -67,9 +67,9 @@ def _syntax_nodes() -> frozenset[str]:
     return frozenset(
         name
         for name in dir(ast)
-        if isinstance(getattr(ast, name), type)
+        if name not in DEPRECATED_NODES  # first: reading one warns from 3.12
+        and isinstance(getattr(ast, name), type)
         and issubclass(getattr(ast, name), ast.AST)
-        and name not in DEPRECATED_NODES
     )
 
 

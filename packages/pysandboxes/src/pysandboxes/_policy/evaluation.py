@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 
-from pysandboxes._policy.evalkeys import SCALAR_KEYS, SYNTAX_GROUPS
+from pysandboxes._policy.evalkeys import DEPRECATED_NODES, SCALAR_KEYS, SYNTAX_GROUPS
 from pysandboxes._record import record
 
 TYPE_CHECKING = False
@@ -32,7 +32,8 @@ CORE = frozenset(
 _OPERATORS = frozenset(
     name
     for name in dir(ast)
-    if isinstance(getattr(ast, name), type)
+    if name not in DEPRECATED_NODES  # first: reading one warns from 3.12
+    and isinstance(getattr(ast, name), type)
     and issubclass(getattr(ast, name), (ast.operator, ast.unaryop, ast.cmpop, ast.boolop))
 )
 #: Attributes that hand out a frame, its globals or its code: refused whatever the grants

@@ -14,6 +14,7 @@ import ast
 import re
 
 from pysandboxes._inside.evaluation import runner
+from pysandboxes._policy.evalkeys import DEPRECATED_NODES
 from pysandboxes._policy.evaluation import FORMATTERS, EvalProfile, NameSet
 
 TYPE_CHECKING = False
@@ -32,7 +33,9 @@ LEARNING_PROFILE = EvalProfile(
     frozenset(
         name
         for name in dir(ast)
-        if isinstance(getattr(ast, name), type) and issubclass(getattr(ast, name), ast.AST)
+        if name not in DEPRECATED_NODES  # never parsed; reading one warns from 3.12
+        and isinstance(getattr(ast, name), type)
+        and issubclass(getattr(ast, name), ast.AST)
     ),
     _ANY,
     _ANY,

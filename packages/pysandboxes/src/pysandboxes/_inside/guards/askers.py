@@ -46,6 +46,9 @@ OWN_DIRS = tuple({_PACKAGE + "/", os.path.realpath(_PACKAGE) + "/"})
 _MACHINERY = frozenset({"importlib._bootstrap", "importlib._bootstrap_external", "zipimport"})
 PROGRAM, LIBRARY, MACHINE, OWN = 0, 1, 2, 3
 _IMPORT_NAME = opmap["IMPORT_NAME"]
+#: Operators whose C code may import a module for itself: from 3.12, ``X[T] | None`` of a
+#: typing generic imports ``typing`` while the frame runs the ``|``.
+_OPERATORS = frozenset(opmap[name] for name in ("BINARY_OP", "BINARY_SUBSCR") if name in opmap)
 #: Raised by the runner as the program's code is about to run (by the session, as the
 #: first line typed is): the imports before it are the sandbox's own start. The program
 #: raising it early only ends that sooner.
@@ -113,6 +116,7 @@ class ImportAsker:
             return False  # the sandbox starting: no code of the program has run yet
         looking_through = False
         only_own = True  # no frame but the guards' and the sandbox's so far
+        innermost = True
         for _ in range(256):
             if frame is None:
                 # No frame decided: C called in for the program; but with no Python frame
@@ -129,6 +133,9 @@ class ImportAsker:
             else:
                 kind, module = self._kind(code.co_filename)
                 only_own = only_own and kind == OWN
+                if innermost and loaded and kind != OWN and self._at_operator(frame, code):
+                    return False  # an operator's C code, for itself: nothing is handed out
+                innermost = innermost and kind == OWN
                 if kind == PROGRAM:
                     return True
                 at_import = self._at_import(frame, code)
@@ -155,6 +162,12 @@ class ImportAsker:
             callee = code.co_name
             frame = frame.f_back
         return True
+
+    def _at_operator(self, frame: FrameType, code: CodeType) -> bool:
+        """Whether ``frame`` is running an operator (never a call: ``__import__(name)``
+        and ``importlib.import_module`` stay the caller's)."""
+        lasti = frame.f_lasti
+        return lasti >= 0 and code.co_code[lasti] in _OPERATORS
 
     def _at_import(self, frame: FrameType, code: CodeType) -> bool:
         """Whether ``frame`` is running an ``import`` statement of its own code."""
