@@ -67,6 +67,18 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
+def _moot(refusal: Decision) -> bool:
+    """Whether a refusal changed nothing the program could see: a read of a file or a
+    variable that is not there outside the sandbox either (sysconfig and importlib probe
+    many). The program met what it would have met without the sandbox, so the summary
+    leaves it out; the log keeps it. Checked here, on the trusted side."""
+    if refusal.kind == "env":
+        return refusal.target not in os.environ
+    if refusal.kind == "file" and refusal.access == "read":
+        return refusal.target.startswith("/") and not os.path.lexists(refusal.target)
+    return False
+
+
 class LogWriter:
     """Reads the decision pipe in a thread and appends each decision to the log."""
 
@@ -113,7 +125,7 @@ class LogWriter:
                     self._surfaced += 1
                     self._first.pop((decision.kind, decision.target, decision.access), None)
                     continue
-                if not decision.allowed:
+                if not decision.allowed and not _moot(decision):
                     self._count(decision)
                 elif not self._keep_allowed:
                     continue

@@ -1,0 +1,47 @@
+"""The exit summary names refusals that changed what the program saw, not probes.
+
+Libraries probe for files and variables that are not there (sysconfig's ``Modules/Setup``,
+``NUMPY_*`` and ``SYMPY_*`` settings): refused by the sandbox, the program meets what it
+would have met without it. The summary leaves those out; the log keeps every one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
+    from conftest import Runner
+
+PROBES = """
+import os
+try:
+    open("/etc/no-such-file-here").read()
+except OSError:
+    pass
+os.environ.get("PYSANDBOXES_NEVER_SET")
+print("probed")
+"""
+
+
+def test_probes_of_what_is_not_there_are_logged_but_not_summed_up(
+    sb: Runner, project: Path
+) -> None:
+    rules = "expose-ro=.\npython-import=os\naudit-log=audit.jsonl\n"
+    (project / ".py-sandboxes").write_text(rules)
+    result = sb("-c", PROBES)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "probed\n"
+    assert "refused by the sandbox" not in result.stderr, result.stderr
+    log = [json.loads(line) for line in (project / "audit.jsonl").read_text().splitlines()]
+    refused = {(line["kind"], line["target"]) for line in log if line["verdict"] == "refused"}
+    assert ("file", "/etc/no-such-file-here") in refused
+    assert ("env", "PYSANDBOXES_NEVER_SET") in refused
+
+
+def test_a_swallowed_refusal_of_what_is_there_is_still_summed_up(sb: Runner, project: Path) -> None:
+    (project / ".py-sandboxes").write_text("expose-ro=.\n")
+    result = sb("-c", "try:\n    open('/etc/hostname').read()\nexcept OSError:\n    pass\n")
+    assert result.returncode == 0, result.stderr
+    assert "1 access was refused by the sandbox (1 file)" in result.stderr, result.stderr
