@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pysandboxes._inside.evaluation import runner
-from pysandboxes._inside.evaluation.patch import active_profiles
 from pysandboxes._mode import is_in_sandbox
 
 TYPE_CHECKING = False
@@ -17,6 +15,9 @@ _parsed: dict[str, dict[str, EvalProfile]] = {}
 
 def _profiles_of(rules: str | None) -> Mapping[str, EvalProfile]:
     if rules is None:
+        # Imported when first used: `import pysandboxes` stays cheap for every start.
+        from pysandboxes._inside.evaluation.patch import active_profiles
+
         return active_profiles()
     if is_in_sandbox():
         raise ValueError("inside a sandbox the rule file decides: guarded_eval takes no rules=")
@@ -55,6 +56,8 @@ def guarded_eval(
     chosen = configured.get(profile)
     if chosen is None:
         raise ValueError(f"unknown eval profile {profile!r}, configured: {sorted(configured)}")
+    from pysandboxes._inside.evaluation import runner
+
     code = runner.compiled(chosen, source, mode)
     result = runner.run(chosen, code, None, None, names)
     return result if mode == "eval" else None
