@@ -93,12 +93,16 @@ def test_cant_open_more_files_than_the_rules_give(app: App, tmp_path: Path) -> N
     assert limited[1] == "same child True 2"
 
 
-NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+#: A user of this run alone: the kernel counts every process of a user against
+#: ``RLIMIT_NPROC``, so the probe run by another test session at the same moment (the
+#: other Python versions' suites) as the same user would eat into, or add to, this one's.
+_UID = 20000 + os.getpid() % 30000
+ANOTHER_USER = ["setpriv", f"--reuid={_UID}", f"--regid={_UID}", "--clear-groups"]
 
 
 @pytest.fixture
 def world() -> Iterator[Path]:
-    """A directory nobody can read (the test's own lies under root's 0700 one)."""
+    """A directory any user can read (the test's own lies under root's 0700 one)."""
     base = Path(tempfile.mkdtemp(prefix="pysandboxes-partial-"))
     base.chmod(0o755)
     try:
@@ -107,20 +111,20 @@ def world() -> Iterator[Path]:
         shutil.rmtree(base)
 
 
-def _as_nobody(base: Path, rules: str) -> list[str]:
-    """Run the thread probe as ``nobody`` (the kernel never limits root's processes),
-    with the system Python and a copy of the package nobody can read."""
+def _as_another_user(base: Path, rules: str) -> list[str]:
+    """Run the thread probe as a user of its own (the kernel never limits root's processes),
+    with the system Python and a copy of the package that user can read."""
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to drop to nobody")
+        pytest.skip("needs root and setpriv to drop to another user")
     python = "/usr/bin/python3"
     probe = subprocess.run(
-        [*NOBODY, python, "-c", "import sys; print(sys.version_info[:2])"],
+        [*ANOTHER_USER, python, "-c", "import sys; print(sys.version_info[:2])"],
         capture_output=True,
         text=True,
         check=False,
     )
     if probe.returncode != 0 or probe.stdout.strip() != "(3, 11)":
-        pytest.skip("no system Python 3.11 that nobody can run")
+        pytest.skip("no system Python 3.11 that another user can run")
     world = base / "world"
     shutil.copytree(
         Path(pysandboxes.__file__).parent,
@@ -137,7 +141,7 @@ def _as_nobody(base: Path, rules: str) -> list[str]:
     for path in (base, world, *world.rglob("*")):
         path.chmod(0o755 if path.is_dir() else 0o644)
     result = subprocess.run(
-        [*NOBODY, python, "main.py"],
+        [*ANOTHER_USER, python, "main.py"],
         cwd=project,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(world / "lib"), "LC_ALL": "C.UTF-8"},
         capture_output=True,
@@ -152,8 +156,8 @@ def _as_nobody(base: Path, rules: str) -> list[str]:
 def test_cant_start_more_threads_or_processes_than_the_rules_give(world: Path) -> None:
     (world / "control").mkdir()
     (world / "limited").mkdir()
-    assert _as_nobody(world / "control", "") == ["done 30", "same child True True"]
-    limited = _as_nobody(world / "limited", "sandbox-processes=5\n")
+    assert _as_another_user(world / "control", "") == ["done 30", "same child True True"]
+    limited = _as_another_user(world / "limited", "sandbox-processes=5\n")
     assert limited[0].startswith("failed RuntimeError")
     assert "'sandbox-processes=5' (.py-sandboxes(2))" in limited[0]
     assert limited[1] == "same child True True"
