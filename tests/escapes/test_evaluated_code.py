@@ -164,3 +164,27 @@ def test_namespace_modes_decide_what_a_passed_globals_dict_does(lab: Lab) -> Non
     result = lab.run_sandboxed(lab.probe("x = 41\nprint('GOT', eval('x + 1'))"))
     assert got(result, "GOT 42"), result.stdout + result.stderr
     assert "hands evaluated code the caller's own namespace" in result.stderr
+
+
+def test_guarded_eval_inside_the_sandbox_takes_the_rule_files_profiles(lab: Lab) -> None:
+    # guarded_eval() in a sandboxed program evaluates under the rule file's profiles, and
+    # what it holds (reachable through its __globals__) gives the program no other profile.
+    imports = "os, sys, pysandboxes"
+    call = "import pysandboxes\nprint('GOT', pysandboxes.guarded_eval('2 + len([1])'))"
+    lab.rules("expose-ro=./data")
+    result = lab.run_sandboxed(lab.probe(call, imports=imports))
+    assert "REFUSED ValueError unknown eval profile ''" in result.stdout, result.stdout
+    lab.rules(*EVAL_RULES)
+    assert got(lab.run_sandboxed(lab.probe(call, imports=imports)), "GOT 3")
+    source, names = '"open(SECRET_FILE).read()"', "{'SECRET_FILE': SECRET_FILE}"
+    assert got(lab.control(lab.probe(f"print('DONE', eval({source}, {names}))")), lab.secret)
+    read = f"import pysandboxes\nprint('DONE', pysandboxes.guarded_eval({source}, names={names}))"
+    lab.refused(lab.probe(read, imports=imports), "EvalSyntaxRejected")
+    held = (
+        "import pysandboxes\n"
+        "evaluate = pysandboxes.guarded_eval.__globals__['inforce'].evaluator()\n"
+        "print('GOT closure', evaluate.__closure__)\n"
+        "print('DONE', evaluate.__kwdefaults__)"
+    )
+    result = lab.refused(lab.probe(held, imports=imports), "RuleApiPermissionError")
+    assert "GOT closure None" in result.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pysandboxes._inside.evaluation import inforce
 from pysandboxes._mode import is_in_sandbox
 
 TYPE_CHECKING = False
@@ -15,12 +16,7 @@ _parsed: dict[str, dict[str, EvalProfile]] = {}
 
 def _profiles_of(rules: str | None) -> Mapping[str, EvalProfile]:
     if rules is None:
-        # Imported when first used: `import pysandboxes` stays cheap for every start.
-        from pysandboxes._inside.evaluation.patch import active_profiles
-
-        return active_profiles()
-    if is_in_sandbox():
-        raise ValueError("inside a sandbox the rule file decides: guarded_eval takes no rules=")
+        return {}
     found = _parsed.get(rules)
     if found is None:
         from pysandboxes._policy.evaluation import profiles
@@ -52,12 +48,17 @@ def guarded_eval(
     """
     if mode not in ("eval", "exec"):
         raise ValueError(f"mode must be 'eval' or 'exec', not {mode!r}")
+    if is_in_sandbox():
+        if rules is not None:
+            raise ValueError("inside a sandbox the rule file decides: guarded_eval takes no rules=")
+        in_force = inforce.evaluator()
+        if in_force is not None:
+            return in_force(profile, source, mode, names)
     configured = _profiles_of(rules)
     chosen = configured.get(profile)
     if chosen is None:
         raise ValueError(f"unknown eval profile {profile!r}, configured: {sorted(configured)}")
-    from pysandboxes._inside.evaluation import runner
+    # Imported when first used: `import pysandboxes` stays cheap for every start.
+    from pysandboxes._inside.evaluation.runner import evaluate
 
-    code = runner.compiled(chosen, source, mode)
-    result = runner.run(chosen, code, None, None, names)
-    return result if mode == "eval" else None
+    return evaluate(chosen, source, mode, names)

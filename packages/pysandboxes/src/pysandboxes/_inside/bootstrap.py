@@ -15,8 +15,6 @@ import sys
 from pysandboxes import _mode
 from pysandboxes._inside import runner as _runner
 from pysandboxes._inside.enforce import Enforcing, Messages
-from pysandboxes._inside.evaluation import learning as _eval_learning
-from pysandboxes._inside.evaluation import patch as _evaluation
 from pysandboxes._inside.guards import dnspins, filewraps
 from pysandboxes._inside.guards.audit import AuditHook
 from pysandboxes._inside.guards.calls import FORK_EXEC_FAMILY, CallGuard
@@ -45,6 +43,7 @@ if TYPE_CHECKING:
     from types import CodeType
 
     from pysandboxes._inside.enforce import Enforcer
+    from pysandboxes._policy.evaluation import EvalProfile
     from pysandboxes._policy.model import Policy
     from pysandboxes._wire.spec import Program
 
@@ -86,6 +85,14 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     files = FileGuard(judge, enforcer, Resolver(), walkways=walkways)
     hook = AuditHook()
     hook.globals["__builtins__"] = {}
+    evaluation = _evaluation_profiles(policy, api, getattr(enforcer, "eval_used", None))
+    patch = vouching = None
+    sealed: list[object] = []  # filled by patch.install: the list itself is handed on
+    if evaluation:  # the evaluated code's machinery costs milliseconds: only when used
+        # (and before the guards' modules are listed: these are the guards' too)
+        from pysandboxes._inside.evaluation import patch, runner
+
+        sealed, vouching = patch.SEALED, runner.vouching
     internal = _internal_modules()
     guards = {name: module for name, module in internal.items() if name not in _REACHABLE}
     # Globals of the sealed functions (the judged copies of unreported functions, the
@@ -101,6 +108,8 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         own_globals,
         spec.rule_file,
         interactive=spec.program.kind == "repl" or bool(sys.flags.interactive),
+        sealed=sealed,
+        vouching=vouching,
     )
     integrity = IntegrityGuard(
         own_globals[:-1],
@@ -149,34 +158,34 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     # Before the hook, which guards the functions these build (and judges their making).
     dnspins.install(policy.pins, sealed_globals)
     filewraps.install(files.metadata_seen, sealed_globals)
-    installed = [r for r in roots if "-packages" in r]
-    ambient = _evaluation.ambient_files(os.path.dirname(os.__file__), installed)
-    learning = getattr(enforcer, "eval_used", None)
-    _guard_evaluation(policy, api, ambient, sealed_globals, learning)
+    if patch is not None:
+        installed = [r for r in roots if "-packages" in r]
+        ambient = patch.ambient_files(os.path.dirname(os.__file__), installed)
+        patch.install(evaluation, ambient, sealed_globals)
     hook.install()
     _hide(internal)
     return judge
 
 
-def _guard_evaluation(
-    policy: Policy,
-    api: ApiJudge,
-    ambient: Callable[[str], bool],
-    sealed_globals: dict[str, object],
-    learning: Callable[[str, str], None] | None,
-) -> None:
+def _evaluation_profiles(
+    policy: Policy, api: ApiJudge, learning: Callable[[str, str], None] | None
+) -> dict[str, EvalProfile]:
     """The ``eval-*`` profiles: guarded ``eval``/``exec``/``compile`` with a default one,
     unless ``python-api`` grants them raw (with ``eval-*`` lines, a config error). A
     learning run evaluates under a profile of every construct, and reports each used."""
-    from pysandboxes._policy.evaluation import profiles
+    found: dict[str, EvalProfile] = {}
+    if policy.eval:
+        from pysandboxes._policy.evaluation import profiles
 
-    found = profiles(policy.eval)
+        found = profiles(policy.eval)
     if any(api.judge(f"builtins.{name}").allowed for name in ("eval", "exec", "compile")):
         found.pop("", None)
     elif learning is not None:
-        found[""] = _eval_learning.LEARNING_PROFILE
-        _eval_learning.learn_with(learning)
-    _evaluation.install(found, ambient, sealed_globals)
+        from pysandboxes._inside.evaluation import learning as eval_learning
+
+        found[""] = eval_learning.LEARNING_PROFILE
+        eval_learning.learn_with(learning)
+    return found
 
 
 def _enforcer(spec: LaunchSpec) -> Enforcer:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import errno
 import os
-import platform
 import struct
 
 from pysandboxes._policy.plan import (
@@ -176,10 +175,11 @@ _ABIS = {
 
 def unavailable_reason() -> str | None:
     """Why no filter can be applied on this machine, or ``None`` when one can."""
-    if platform.system() != "Linux":
+    if os.uname().sysname != "Linux":  # os.uname: the platform module imports re (ms)
         return "seccomp is a Linux feature"
-    if platform.machine() not in _ABIS:
-        return f"no system call table for {platform.machine()} in this release"
+    machine = os.uname().machine
+    if machine not in _ABIS:
+        return f"no system call table for {machine} in this release"
     return None
 
 
@@ -279,7 +279,7 @@ def apply(*, unix_sockets: bool = True, listen: bool = True) -> None:
     """
     import ctypes
 
-    machine = platform.machine()
+    machine = os.uname().machine
     code = program(machine, unix_sockets=unix_sockets, listen=listen)
     count = len(code) // 8
     buffer = ctypes.create_string_buffer(code, len(code))

@@ -22,7 +22,7 @@ import sys
 import weakref
 from types import CodeType
 
-from pysandboxes._inside.evaluation import runner
+from pysandboxes._inside.evaluation import inforce, runner
 from pysandboxes._inside.guards.askers import OWN_DIRS
 from pysandboxes._inside.guards.audit import sealed_function
 
@@ -42,7 +42,6 @@ _getframe = sys._getframe  # pyright: ignore[reportPrivateUsage]
 _normpath = os.path.normpath
 #: The code objects the guarded ``compile`` returned, with the profile that checked them.
 _ours: weakref.WeakKeyDictionary[CodeType, EvalProfile] = weakref.WeakKeyDictionary()
-_profiles: dict[str, EvalProfile] = {}
 #: The sealed builtins put in place: a package's alias of one (mpmath's ``exec_``) is an
 #: alias of the builtin for the dynamic-code guard.
 SEALED: list[object] = []
@@ -63,11 +62,7 @@ _SIGNATURES = {
     ),
 }
 _SEALED_FILE = "<pysandboxes sealed call>"
-
-
-def active_profiles() -> Mapping[str, EvalProfile]:
-    """The profiles of the rules in force in this sandboxed process (empty outside)."""
-    return _profiles
+_NAMED = "profile, source, mode, names, /, *"
 
 
 def ambient_files(stdlib: str, installed: Sequence[str]) -> Callable[[str], bool]:
@@ -84,14 +79,35 @@ def ambient_files(stdlib: str, installed: Sequence[str]) -> Callable[[str], bool
     return ambient
 
 
+def _named(profiles: Mapping[str, EvalProfile]) -> Callable[..., object]:
+    """``guarded_eval`` in the sandbox: the profile by name, from a copy of the rules'."""
+    by_name = dict(profiles)
+
+    def evaluate(
+        profile: str, source: str, mode: str, names: Mapping[str, object] | None
+    ) -> object:
+        chosen = by_name.get(profile)
+        if chosen is None:
+            raise ValueError(f"unknown eval profile {profile!r}, configured: {sorted(by_name)}")
+        return runner.evaluate(chosen, source, mode, names)
+
+    return evaluate
+
+
 def install(
     profiles: Mapping[str, EvalProfile],
     ambient: Callable[[str], bool],
     sealed_globals: dict[str, object],
 ) -> None:
-    """Keep ``profiles`` for ``guarded_eval``; with a default profile, put the guarded
-    builtins in place (``sealed_globals``: the sealed functions' watched globals)."""
-    _profiles.update(profiles)
+    """Put ``guarded_eval``'s evaluator in force over ``profiles``; with a default
+    profile, the guarded builtins in place (``sealed_globals``: the sealed functions'
+    watched globals). Both are sealed: the program holds them, never the profiles."""
+    if profiles:
+        source = _SEALED.format(name="evaluate", parameters=_NAMED, arguments=_NAMED[:-6])
+        evaluate = sealed_function(
+            source, (BaseException,), sealed_globals, _SEALED_FILE, {"_impl": _named(profiles)}
+        )
+        inforce.put_in_force(evaluate)
     default = profiles.get("")
     if default is None:
         return

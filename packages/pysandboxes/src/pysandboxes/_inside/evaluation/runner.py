@@ -162,3 +162,12 @@ def run(
     if budget.spent is not None:
         raise EvalInterrupted(budget.spent)
     return result
+
+
+def evaluate(
+    profile: EvalProfile, source: str, mode: str, names: Mapping[str, object] | None
+) -> object:
+    """``guarded_eval``'s work: check and compile ``source``, run it in a fresh namespace
+    holding ``names``; the value in ``eval`` mode, ``None`` in ``exec`` mode."""
+    result = run(profile, compiled(profile, source, mode), None, None, names)
+    return result if mode == "eval" else None

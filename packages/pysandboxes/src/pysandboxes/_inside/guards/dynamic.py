@@ -15,8 +15,6 @@ import types
 from _io import open as _open
 
 from pysandboxes._inside.enforce import call_refusal
-from pysandboxes._inside.evaluation.patch import SEALED
-from pysandboxes._inside.evaluation.runner import vouching
 from pysandboxes._inside.guards.askers import OWN_DIRS, bottom_code
 from pysandboxes._inside.guards.audit import current_frame
 from pysandboxes._inside.guards.codeshapes import (
@@ -60,11 +58,12 @@ _SESSION = frozenset({*_INTERACTIVE, "runpy"})
 _PTH = ("site", "addpackage")
 
 
-def _names(frame: FrameType, names: frozenset[str]) -> bool:
+def _names(frame: FrameType, names: frozenset[str], sealed: Sequence[object]) -> bool:
     """Whether the code of ``frame`` names one of ``names``, or (compiling) an alias of
     one (``exec_``, ``_eval``) that its module's globals bind to the builtin itself. Only
     such names: a global the program rebound to ``exec`` (``lib.log = exec``) would turn
-    any call of the package with the program's text into the package's compiling."""
+    any call of the package with the program's text into the package's compiling.
+    ``sealed``: the guarded builtins in place (``eval-*`` profiles), aliases too."""
     code_names = frame.f_code.co_names
     if not names.isdisjoint(code_names):
         return True
@@ -74,9 +73,14 @@ def _names(frame: FrameType, names: frozenset[str]) -> bool:
     return any(
         type(name) is str
         and name.strip("_") in _COMPILING
-        and any(found.get(name) is builtin for builtin in (*_COMPILERS, *SEALED))
+        and any(found.get(name) is builtin for builtin in (*_COMPILERS, *sealed))
         for name in code_names
     )
+
+
+def _never(frame: FrameType | None) -> bool:
+    """No ``eval-*`` profile in force: no ``compile`` is a checked source's."""
+    return False
 
 
 class DynamicCodeGuard:
@@ -92,7 +96,12 @@ class DynamicCodeGuard:
         rule_file: str,
         *,
         interactive: bool = False,
+        sealed: Sequence[object] = (),
+        vouching: Callable[[frozenset[int]], Callable[[FrameType | None], bool]] | None = None,
     ) -> None:
+        """``sealed`` and ``vouching`` come from the evaluated code's machinery when
+        ``eval-*`` profiles are in force: the guarded builtins, and the test of a
+        ``compile`` made for a checked source (``_inside/evaluation``)."""
         self._api = api
         self._allowed = any(api.judge(name).allowed for name in _DYNAMIC)
         self._marshal_allowed = api.judge("marshal.loads").allowed
@@ -107,7 +116,8 @@ class DynamicCodeGuard:
         self._interactive: frozenset[str] = _INTERACTIVE if interactive else frozenset[str]()
         self._coroutine = types.coroutine.__code__
         self._boot = bottom_code()  # the boot code, at the bottom of a session's stack
-        self._vouches = vouching(self._own)
+        self._sealed = sealed
+        self._vouches = vouching(self._own) if vouching is not None else _never
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -252,7 +262,9 @@ class DynamicCodeGuard:
             filename = code.co_filename
             if filename.startswith(OWN_DIRS):
                 pass  # acts for its caller
-            elif not self._installed(filename) or (not handed and _names(frame, names)):
+            elif not self._installed(filename) or (
+                not handed and _names(frame, names, self._sealed)
+            ):
                 return frame
             else:
                 handed = True
