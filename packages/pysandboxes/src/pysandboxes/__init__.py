@@ -35,13 +35,6 @@ and a ``SandBoxError``. See docs/usage.md, docs/configuration.md, docs/learning.
 #   _policy/   the rules as data: parser, verdicts, the plan and view they compile to
 #   errors     the exception tree (and _mode, _record, _version: plain helpers)
 
-# Bound at import, not on first use: in a sandboxed interpreter the program may not import
-# the sandbox's private modules once the guards are up (neither module imports typing).
-from pysandboxes._api.decorator import sandbox as sandbox
-from pysandboxes._api.evaluation import guarded_eval as guarded_eval
-from pysandboxes._api.partial import run as run
-from pysandboxes._api.partial import sandboxes as sandboxes
-from pysandboxes._api.report import enforcement_report as enforcement_report
 from pysandboxes._mode import is_in_sandbox as is_in_sandbox
 from pysandboxes._version import __version__ as __version__
 from pysandboxes.errors import ConfigRefusedError as ConfigRefusedError
@@ -61,6 +54,36 @@ from pysandboxes.errors import SandboxCrashed as SandboxCrashed
 from pysandboxes.errors import SandBoxError as SandBoxError
 from pysandboxes.errors import SandboxTimeout as SandboxTimeout
 from pysandboxes.errors import sandbox_denials as sandbox_denials
+
+# The entry points are imported when first used: python-sb's own start (which imports the
+# package for its private modules) does not pay for them. A sandboxed interpreter binds
+# them all before its guards are up (the boot code, _wire.spec.BOOT): there the program may
+# not import the sandbox's private modules.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pysandboxes._api.decorator import sandbox as sandbox
+    from pysandboxes._api.evaluation import guarded_eval as guarded_eval
+    from pysandboxes._api.partial import run as run
+    from pysandboxes._api.partial import sandboxes as sandboxes
+    from pysandboxes._api.report import enforcement_report as enforcement_report
+
+_ENTRY_POINTS = {
+    "enforcement_report": "pysandboxes._api.report",
+    "guarded_eval": "pysandboxes._api.evaluation",
+    "run": "pysandboxes._api.partial",
+    "sandbox": "pysandboxes._api.decorator",
+    "sandboxes": "pysandboxes._api.partial",
+}
+
+
+def __getattr__(name: str) -> object:
+    """Import an entry point when first asked for (PEP 562), and keep it bound."""
+    where = _ENTRY_POINTS.get(name)
+    if where is None:
+        raise AttributeError(f"module 'pysandboxes' has no attribute {name!r}")
+    value = getattr(__import__(where, fromlist=[name]), name)
+    globals()[name] = value
+    return value
 
 
 def load_ipython_extension(ipython: object) -> None:

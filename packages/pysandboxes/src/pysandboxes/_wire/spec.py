@@ -30,11 +30,14 @@ KERNEL_LAYERED = ("landlock", *WRAPPING)
 #: first, once everything is in place. It puts this package on the path, takes it off
 #: again, and starts ``pysandboxes._inside.bootstrap.main``. First of all, while the
 #: process is small, it puts the program below a pid 1 of its own (``_kernel.lifetime``):
-#: ``sys.argv`` holds the spec's descriptor, then the provider.
+#: ``sys.argv`` holds the spec's descriptor, then the provider. Then it binds the public
+#: entry points (imported on first use elsewhere): once the guards are up, the program
+#: may not import the private modules they live in.
 BOOT = (
     "import sys;_p=sys.path[:];sys.path[:]=[p for p in _p if p];"
     "sys.path.insert(0,{path!r});"
     "from pysandboxes._kernel.lifetime import begin as _b;_b(sys.argv[2]);"
+    "import pysandboxes as _s;[getattr(_s,_n) for _n in _s.__all__];del _s;"
     "from pysandboxes._inside.bootstrap import main as _m;"
     "from pysandboxes._inside.runner import run as _r;"
     "del sys.path[0];_r(*_m(_p))"
