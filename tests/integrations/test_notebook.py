@@ -24,10 +24,9 @@ def test_a_sandboxed_cell_reads_its_file_is_refused_another_and_the_notebook_goe
 ) -> None:
     (tmp_path / "allowed.txt").write_text("the allowed text\n")
     (tmp_path / "secret.txt").write_text("TOKEN-9f2\n")
-    # A sandboxed cell is code compiled at run time: the rules grant that, and one file.
-    (tmp_path / ".py-sandboxes").write_text(
-        "expose-ro=./allowed.txt\npython-api=ALLOW:dynamic-code\n"
-    )
+    # The rules grant one file; no dynamic code: a cell is the program's text, as a script
+    # is, while what a cell evaluates or hands the cell runner itself stays refused.
+    (tmp_path / ".py-sandboxes").write_text("expose-ro=./allowed.txt\npython-import=pysandboxes\n")
     # Control: the kernel itself reads the secret.
     cells = [
         "%load_ext pysandboxes",
@@ -35,6 +34,8 @@ def test_a_sandboxed_cell_reads_its_file_is_refused_another_and_the_notebook_goe
         "%%sandbox\nopen('allowed.txt').read().strip()",
         "%%sandbox\nopen('secret.txt').read()",
         "%%sandbox\nimport os\nprint('token seen:', os.environ.get('NB_TOKEN'))",
+        "%%sandbox\neval('6 * 7')",
+        "%%sandbox\nimport pysandboxes.notebook as nb\nnb.run_cell('6 * 7')",
         "print('still running')",
     ]
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
@@ -59,4 +60,6 @@ def test_a_sandboxed_cell_reads_its_file_is_refused_another_and_the_notebook_goe
     assert "Reading 'secret.txt'" in shown[3]
     assert "Add 'expose-ro=./secret.txt'" in shown[3]
     assert "token seen: None" in shown[4] or "python-import=os" in shown[4]
-    assert "still running" in shown[5]
+    assert "42" not in shown[5] and "dynamic-code" in shown[5], shown[5]
+    assert "42" not in shown[6] and "dynamic-code" in shown[6], shown[6]
+    assert "still running" in shown[7]

@@ -110,6 +110,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         interactive=spec.program.kind == "repl" or bool(sys.flags.interactive),
         sealed=sealed,
         vouching=vouching,
+        served_by=_server_call() if spec.serve is not None else None,
     )
     integrity = IntegrityGuard(
         own_globals[:-1],
@@ -165,6 +166,12 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     hook.install()
     _hide(internal)
     return judge
+
+
+def _server_call() -> CodeType:
+    from pysandboxes._inside.server import SERVER_CALL
+
+    return SERVER_CALL
 
 
 def _evaluation_profiles(

@@ -245,6 +245,11 @@ def _is_coroutine(value: object) -> bool:
 _resolved: dict[tuple[str, str], Callable[..., Any]] = {}
 
 
+#: The code that calls ``@sandbox`` functions for the trusted side: a cell sent by the
+#: notebook magics is compiled under it (see ``guards.dynamic``).
+SERVER_CALL = Server._call.__code__  # pyright: ignore[reportPrivateUsage]
+
+
 def resolve(module: str, qualname: str, *, init: bool = False) -> Callable[..., Any]:
     """The ``@sandbox`` function (or ``init_fn``) named by the trusted side."""
     known = _resolved.get((module, qualname))

@@ -31,7 +31,7 @@ _normpath = os.path.normpath
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
-    from types import FrameType
+    from types import CodeType, FrameType
     from typing import Any
 
     from pysandboxes._inside.enforce import Enforcer
@@ -98,10 +98,12 @@ class DynamicCodeGuard:
         interactive: bool = False,
         sealed: Sequence[object] = (),
         vouching: Callable[[frozenset[int]], Callable[[FrameType | None], bool]] | None = None,
+        served_by: CodeType | None = None,
     ) -> None:
         """``sealed`` and ``vouching`` come from the evaluated code's machinery when
         ``eval-*`` profiles are in force: the guarded builtins, and the test of a
-        ``compile`` made for a checked source (``_inside/evaluation``)."""
+        ``compile`` made for a checked source (``_inside/evaluation``). ``served_by``, in
+        partial mode: the server's code that calls ``@sandbox`` functions."""
         self._api = api
         self._allowed = any(api.judge(name).allowed for name in _DYNAMIC)
         self._marshal_allowed = api.judge("marshal.loads").allowed
@@ -117,6 +119,7 @@ class DynamicCodeGuard:
         self._coroutine = types.coroutine.__code__
         self._boot = bottom_code()  # the boot code, at the bottom of a session's stack
         self._sealed = sealed
+        self._served_by = served_by
         self._vouches = vouching(self._own) if vouching is not None else _never
 
     @property
@@ -244,11 +247,30 @@ class DynamicCodeGuard:
         compiled = args[1] if len(args) > 1 else None
         if self._vouches(current_frame()):  # a checked eval-* source (_inside/evaluation)
             return
+        if self._served_by is not None and self._trusted_sides_text(current_frame()):
+            return
         if not self._user_code(source, compiled):
             return
         if not self._allowed:
             self._refuse("eval(), exec() and compile()", "builtins.compile")
         self._refuse_disguise(compiled, "Compiling")
+
+    def _trusted_sides_text(self, frame: FrameType | None) -> bool:
+        """Whether this ``compile`` is made by code of this package's public modules
+        (``pysandboxes.notebook``'s ``%%sandbox`` cell runner) that the server called for
+        the trusted side, with nothing of the program's between them: the text is then
+        what the trusted side sent, the program's own text, as a script is. Code the cell
+        runs compiles under the program's frames, judged as ever."""
+        while frame is not None and id(frame.f_globals) in self._own:
+            frame = frame.f_back  # the hook's and the guards' frames
+        if frame is None or not frame.f_code.co_filename.startswith(OWN_DIRS):
+            return False
+        caller = frame.f_back  # the @sandbox wrapper, then the server
+        while caller is not None and caller.f_code is not self._served_by:
+            if id(caller.f_globals) not in self._own:
+                return False
+            caller = caller.f_back
+        return caller is not None
 
     def _asking(self, names: frozenset[str]) -> FrameType | None:
         """The frame that asked: past the guards' and the sandbox's frames, and past an
