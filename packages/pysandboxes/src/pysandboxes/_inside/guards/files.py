@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pysandboxes._inside.decisions import DecisionLog
     from pysandboxes._inside.enforce import Enforcer
     from pysandboxes._inside.guards.paths import Resolver
+    from pysandboxes._inside.guards.workdir import Seen
     from pysandboxes._policy.judge import FileJudge
 
 _READ = Access.READ
@@ -206,19 +207,17 @@ class FileGuard(ChangeEvents):
         self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
         return real
 
-    def _skip_later(
-        self, named: str, absolute: str, relative: set[tuple[str, object]] | None, kind: object
-    ) -> None:
+    def _skip_later(self, named: str, absolute: str, relative: Seen | None, kind: object) -> None:
         """Let the wrappers skip ``named`` from now on, judged in a stable area: a stat's
         look (``kind``: follow), an open's second look (``kind``: the access)."""
         if named == absolute:
-            self.workdir.seen.absolute.add((named, kind))
+            self.workdir.seen.names.add((named, kind))
         elif relative is not None:
-            relative.add((named, kind))
+            relative.names.add((named, kind))
 
     def settled(self, path: str, access: Access) -> bool:
         """Whether ``path`` was judged in a stable area, where no re-check is needed."""
-        if self.workdir.known(path, access):
+        if (path, access) in self.workdir.seen.names:
             return True
         absolute = self.resolver.absolute(path)
         return absolute is not None and (absolute, access, True, False) in self._settled
@@ -265,7 +264,7 @@ class FileGuard(ChangeEvents):
         """The namespace may change: drop every cached resolution and verdict."""
         self.resolver.forget()
         self._settled.clear()
-        self.workdir.seen.absolute.clear()
+        self.workdir.seen.names.clear()
         self.workdir.changed()
 
     def _keeps_workdir(self, directory: str) -> bool:

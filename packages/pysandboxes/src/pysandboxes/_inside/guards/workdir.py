@@ -30,15 +30,15 @@ if TYPE_CHECKING:
 
 
 class Seen:
-    """Paths whose verdict the wrappers may take as given, because nothing can change it:
+    """Names whose verdict the wrappers may take as given, because nothing can change it:
     ``(path, follow)`` for a metadata look, ``(path, access)`` for an open. Absolute ones
-    hold until the guard forgets; relative ones hold for one working directory."""
+    hold until the guard forgets; relative ones (never starting with "/") hold for one
+    working directory: a change of directory makes a new ``Seen`` without them."""
 
-    __slots__ = ("absolute", "relative")
+    __slots__ = ("names",)
 
-    def __init__(self, absolute: set[tuple[str, object]]) -> None:
-        self.absolute = absolute
-        self.relative: set[tuple[str, object]] = set()
+    def __init__(self, names: set[tuple[str, object]]) -> None:
+        self.names = names
 
 
 def _never(directory: str) -> bool:
@@ -59,27 +59,29 @@ class WorkingDirectory:
         #: What the wrappers may skip; a new one for every change of directory.
         self.seen = Seen(set())
 
-    def current(self) -> tuple[str, set[tuple[str, object]] | None]:
-        """The working directory, and the set of relative names judged against it
-        (``None`` while it may not be kept: nothing relative is to be remembered)."""
+    def current(self) -> tuple[str, Seen | None]:
+        """The working directory, and the ``Seen`` that relative names judged against it
+        go to (``None`` while it may not be kept: nothing relative is to be remembered)."""
         known = self._known
         seen = self.seen
         generation = self._generation
         if known is not None and known[0] == generation and not self._moving:
-            return known[1], seen.relative
+            return known[1], seen
         current = self._getcwd()
         if self._moving or not self._trusted or not self.keep(current):
             return current, None
         # Kept with the generation read before asking: a change that started meanwhile
         # has moved the generation on, and this stale pair is never used.
         self._known = (generation, current)
-        return current, (seen.relative if seen is self.seen else None)
+        return current, (seen if seen is self.seen else None)
 
     def changed(self) -> None:
         """The directory, or what a name in it means, may have changed: keep nothing."""
         self._generation += 1
         self._known = None
-        self.seen = Seen(self.seen.absolute)
+        # Only the absolute names stay (copied at once: another thread may be adding).
+        names = self.seen.names.copy()
+        self.seen = Seen({name for name in names if name[0][:1] == "/"})
 
     def notice(self, done: object) -> None:
         """A wrapped ``chdir`` is about to run, or (``done`` True) has returned or failed."""
@@ -93,19 +95,12 @@ class WorkingDirectory:
             self._trusted = False
         self.changed()
 
-    def known(self, path: str, kind: object) -> bool:
-        """Whether the wrappers may skip judging ``path`` (an exact ``str``) again."""
-        seen = self.seen
-        if path[:1] == "/":
-            return (path, kind) in seen.absolute
-        return not self._moving and (path, kind) in seen.relative
-
 
 #: The wrappers' look-up and notices: sealed functions (``audit.sealed_function``) whose
 #: working directory is a hidden default, so that no object the program can reach holds it.
 KNOWN_SOURCE = """
 def known(path, kind, *, _workdir=None):
-    return (_workdir, (_workdir := None))[0].known(path, kind)
+    return (_workdir, (_workdir := None))[0].seen.names.__contains__((path, kind))
 """
 NOTICE_SOURCE = """
 def notice(done, *, _workdir=None):
