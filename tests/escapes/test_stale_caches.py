@@ -22,9 +22,9 @@ for _ in range(3):
     os.stat('secret.txt')
     open('secret.txt').read()
 """
-MOVES = {
+MOVES = {  # to the parent directory
     "chdir": "os.chdir('..')",
-    "fchdir": "os.fchdir(os.open(DATA + '/a', os.O_RDONLY))",
+    "fchdir": "os.fchdir(os.open('..', os.O_RDONLY))",
     "pathlib": "import pathlib\nos.chdir(pathlib.Path('..'))",
 }
 
@@ -115,3 +115,16 @@ def test_cant_list_outside_directory_through_a_listed_one_swapped_to_a_symlink(
     )
     assert got(lab.control(code), "secret.txt")
     lab.refused(code, "RuleFileNotFoundError", watch=lambda: lab.state()["outside"])
+
+
+@pytest.mark.parametrize("move", sorted(MOVES))
+def test_cant_list_outside_directory_by_a_name_listed_before_a_change_of_directory(
+    lab: Lab, move: str
+) -> None:
+    # data/a/b is a directory exposed whole; from data, the name b is a link to outside.
+    lab.rules("expose-ro=.")
+    lab.setup(lambda: (lab.data / "b").symlink_to(lab.outside))
+    listed = "os.chdir(DATA + '/a')\nfor _ in range(3):\n    os.listdir('b')\n"
+    code = lab.probe(listed + MOVES[move] + "\nprint('GOT', os.listdir('b'))")
+    assert got(lab.control(code), "secret.txt")
+    lab.refused(code, "RuleFileNotFoundError")

@@ -13,6 +13,7 @@ import os
 
 from pysandboxes._inside.enforce import FileAccess
 from pysandboxes._inside.guards.filechanges import ChangeEvents, descriptor
+from pysandboxes._inside.guards.listings import LISTED
 from pysandboxes._inside.guards.pathargs import (
     UNKNOWABLE,
     exact_path,
@@ -299,13 +300,19 @@ class FileGuard(ChangeEvents):
         if base is None:
             return
         judge = self.judge
-        if base in self._exposed_dirs:
-            return  # every entry of an exposed directory is exposed by the same rule
-        if not judge.has_ignores and judge.judge(base, _READ).allowed:
-            # The rules alone decide this, and they do not change: kept for good.
+        if base in self._exposed_dirs or (
+            not judge.has_ignores and judge.judge(base, _READ).allowed
+        ):
+            # Every entry of an exposed directory is exposed by the same rule. The rules
+            # alone decide this, and they do not change: kept for good, by real path.
             if len(self._exposed_dirs) >= 4096:
                 self._exposed_dirs.clear()
             self._exposed_dirs.add(base)
+            seen = self.workdir.seen
+            if type(path) is str and (path, True) in seen.names:
+                # The name was judged in a stable part: it will lead here again, and the
+                # wrapper may skip this look (in the same Seen: a chdir makes a new one).
+                seen.names.add((path, LISTED))
             return
         prefix = base.rstrip("/")
         entries: list[object] = names  # type: ignore[assignment]

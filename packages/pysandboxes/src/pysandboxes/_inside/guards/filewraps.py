@@ -324,7 +324,7 @@ def install(workdir: WorkingDirectory, sealed_globals: dict[str, object]) -> Non
     judged["symlink"] = wrap(posix.symlink, symlink(pinner))
     for name in ("chdir", "fchdir"):
         judged[name] = wrap(getattr(posix, name), _chdir_before(notice))
-    judged["listdir"] = wrap(posix.listdir, listdir_before)
+    judged["listdir"] = wrap(posix.listdir, listdir_before(known))
     judged["scandir"] = wrap(posix.scandir, scandir_before(judged["stat"]))
     for name, wrapper in judged.items():
         put(name, wrapper)
