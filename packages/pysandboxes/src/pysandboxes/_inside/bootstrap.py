@@ -158,7 +158,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     guard_unreported(calls.family_allowed, FORK_EXEC_FAMILY, sealed_globals)
     # Before the hook, which guards the functions these build (and judges their making).
     dnspins.install(policy.pins, sealed_globals)
-    filewraps.install(files.metadata_seen, sealed_globals)
+    filewraps.install(files.workdir, sealed_globals)
     if patch is not None:
         installed = [r for r in roots if "-packages" in r]
         ambient = patch.ambient_files(os.path.dirname(os.__file__), installed)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 
 from pysandboxes._inside.enforce import FileAccess
+from pysandboxes._inside.guards.filechanges import ChangeEvents, descriptor
+from pysandboxes._inside.guards.listings import LISTED
 from pysandboxes._inside.guards.pathargs import (
     UNKNOWABLE,
     exact_path,
@@ -21,8 +23,6 @@ from pysandboxes._inside.guards.pathargs import (
 )
 from pysandboxes._inside.guards.paths import is_magic
 from pysandboxes._inside.guards.pinned import is_pinned
-from pysandboxes._inside.guards.values import plain_int
-from pysandboxes._policy.judge import EXPOSURE_ROOT
 from pysandboxes._policy.model import Access, Verdict
 
 TYPE_CHECKING = False
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pysandboxes._inside.decisions import DecisionLog
     from pysandboxes._inside.enforce import Enforcer
     from pysandboxes._inside.guards.paths import Resolver
+    from pysandboxes._inside.guards.workdir import Seen
     from pysandboxes._policy.judge import FileJudge
 
 _READ = Access.READ
@@ -48,13 +49,7 @@ UNPINNED = "<unpinned>"
 UNSEEN_DIR_FD = "<unseen-dir-fd>"
 
 
-def _descriptor(dir_fd: object) -> object:
-    """A ``dir_fd`` as C reads it: an int subclass's own value."""
-    number = plain_int(dir_fd)
-    return dir_fd if number is None else number
-
-
-class FileGuard:
+class FileGuard(ChangeEvents):
     """Judges file accesses and reports refusals to the enforcer."""
 
     def __init__(
@@ -68,9 +63,12 @@ class FileGuard:
         self._walkways = walkways
         # Verdicts reached in stable areas: (absolute, access, follow, metadata) -> real.
         self._settled: dict[tuple[str, Access, bool, bool], str] = {}
-        #: Absolute paths whose metadata may be read, shared with the stat wrappers so they
-        #: can skip the hook. It grants nothing the wrappers' own originals do not.
-        self.metadata_seen: set[tuple[str, bool]] = set()
+        #: The working directory and the names the wrappers may skip judging again, shared
+        #: with them (see ``workdir``). It grants nothing the wrappers' originals do not.
+        self.workdir = resolver.workdir
+        resolver.workdir.keep = self._keeps_workdir
+        # Real directories whose every entry the rules expose (no ignore= rule).
+        self._exposed_dirs: set[str] = set()
         #: The decision log, when allowed accesses are logged too (``audit-log=``).
         self.log: DecisionLog | None = None
         self._events: Mapping[str, Callable[[tuple[Any, ...]], None]] = {
@@ -136,31 +134,43 @@ class FileGuard:
         File descriptors are not judged: they were, when opened. ``metadata`` marks a
         ``stat``-like look, which also sees the directories leading to an exposure.
         """
-        if path is None:
-            return None
-        if type(path) is int:
-            if access.modifies:
-                # fchmod, futimes, fsetxattr... change what the descriptor names: judged
-                # on what it names, since it may have been opened for reading only.
-                self.check_fd(path, access, f"<descriptor {path}>", api)
-            return None
-        named = exact_path(path)
-        if named is None:
-            return None
-        if named is UNKNOWABLE:
-            self.enforcer.refuse_file(
-                FileAccess(f"<{type(path).__name__} object>", UNKNOWABLE, access, api),
-                Verdict(False, None, hidden=True),
-            )
-            return None
-        dir_fd = _descriptor(dir_fd)
-        base = dir_fd if type(dir_fd) is int and dir_fd >= 0 else None
-        absolute = self.resolver.absolute(named, base)
-        if absolute is None:
-            absolute = named  # a dir_fd without a path: judged as named, hence hidden
+        relative = None  # names judged against the kept working directory, if kept
+        if type(path) is str and dir_fd is None:
+            # The common case first: an exact string, no descriptor.
+            named, base = path, None
+            if path[:1] == "/":
+                absolute = path
+            else:
+                cwd, relative = self.workdir.current()
+                absolute = f"{cwd}/{path}"
+        else:
+            if path is None:
+                return None
+            if type(path) is int:
+                if access.modifies:
+                    # fchmod, futimes, fsetxattr... change what the descriptor names: judged
+                    # on what it names, since it may have been opened for reading only.
+                    self.check_fd(path, access, f"<descriptor {path}>", api)
+                return None
+            named = exact_path(path)
+            if named is None:
+                return None
+            if named is UNKNOWABLE:
+                self.enforcer.refuse_file(
+                    FileAccess(f"<{type(path).__name__} object>", UNKNOWABLE, access, api),
+                    Verdict(False, None, hidden=True),
+                )
+                return None
+            dir_fd = descriptor(dir_fd)
+            base = dir_fd if type(dir_fd) is int and dir_fd >= 0 else None
+            absolute = self.resolver.absolute(named, base)
+            if absolute is None:
+                absolute = named  # a dir_fd without a path: judged as named, hence hidden
         key = (absolute, access, follow, metadata)
         known = self._settled.get(key)
         if known is not None:
+            if base is None and (follow or metadata) and (access is _READ or not metadata):
+                self._skip_later(named, absolute, relative, follow if metadata else access)
             if self.log is not None:
                 self.log.file(known, access, self.judge.exposure)
             return known
@@ -188,19 +198,28 @@ class FileGuard:
             # writable or magic on the way that could later make it mean something else.
             if stable and real == absolute and not is_magic(real):
                 if len(self._settled) >= 8192:
-                    self._settled.clear()
-                    self.metadata_seen.clear()
+                    self.forget()
                 self._settled[key] = real
-                if metadata and access is _READ and named == absolute and base is None:
-                    self.metadata_seen.add((named, follow))
+                if base is None and (follow or metadata) and (access is _READ or not metadata):
+                    self._skip_later(named, absolute, relative, follow if metadata else access)
             if self.log is not None:
                 self.log.file(real, access, self.judge.exposure)
             return real
         self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
         return real
 
+    def _skip_later(self, named: str, absolute: str, relative: Seen | None, kind: object) -> None:
+        """Let the wrappers skip ``named`` from now on, judged in a stable area: a stat's
+        look (``kind``: follow), an open's second look (``kind``: the access)."""
+        if named == absolute:
+            self.workdir.seen.names.add((named, kind))
+        elif relative is not None:
+            relative.names.add((named, kind))
+
     def settled(self, path: str, access: Access) -> bool:
         """Whether ``path`` was judged in a stable area, where no re-check is needed."""
+        if (path, access) in self.workdir.seen.names:
+            return True
         absolute = self.resolver.absolute(path)
         return absolute is not None and (absolute, access, True, False) in self._settled
 
@@ -242,20 +261,23 @@ class FileGuard:
 
     # -- audit events --------------------------------------------------------------------
 
-    def _path(
-        self, path: object, access: Access, api: str, dir_fd: object = None, *, follow: bool = True
-    ) -> None:
-        if access is _DELETE or access is _CREATE:
-            self.forget()
-        self.check(path, access, api, dir_fd, follow=follow)
-
     def forget(self) -> None:
         """The namespace may change: drop every cached resolution and verdict."""
         self.resolver.forget()
         self._settled.clear()
-        self.metadata_seen.clear()
+        self.workdir.seen.names.clear()
+        self.workdir.changed()
+
+    def _keeps_workdir(self, directory: str) -> bool:
+        """Whether the working directory may be kept: where no sandboxed process can
+        rename it or a directory above it (see ``workdir``)."""
+        if not directory.startswith("/") or is_magic(directory):
+            return False  # "(unreachable)/...": outside the root
+        rule = self.judge.exposure(directory)
+        return rule is None or self.judge.stable(rule)
 
     def _chdir_event(self, args: tuple[Any, ...]) -> None:
+        self.workdir.chdir_event()
         self.check(args[0], _READ, "os.chdir")
 
     def _list(self, path: object, api: str) -> None:
@@ -278,8 +300,20 @@ class FileGuard:
         if base is None:
             return
         judge = self.judge
-        if not judge.has_ignores and judge.judge(base, _READ).allowed:
-            return  # every entry of an exposed directory is exposed by the same rule
+        if base in self._exposed_dirs or (
+            not judge.has_ignores and judge.judge(base, _READ).allowed
+        ):
+            # Every entry of an exposed directory is exposed by the same rule. The rules
+            # alone decide this, and they do not change: kept for good, by real path.
+            if len(self._exposed_dirs) >= 4096:
+                self._exposed_dirs.clear()
+            self._exposed_dirs.add(base)
+            seen = self.workdir.seen
+            if type(path) is str and (path, True) in seen.names:
+                # The name was judged in a stable part: it will lead here again, and the
+                # wrapper may skip this look (in the same Seen: a chdir makes a new one).
+                seen.names.add((path, LISTED))
+            return
         prefix = base.rstrip("/")
         entries: list[object] = names  # type: ignore[assignment]
         kept: list[object] = []
@@ -324,70 +358,6 @@ class FileGuard:
             self.check(path, _READ, "open", metadata=True)  # a handle, not the contents
             return
         self.check(path, _WRITE if writes else _READ, "open")
-
-    def _mkdir(self, path: object, dir_fd: object) -> None:
-        real = None
-        try:
-            self.check(path, _CREATE, "os.mkdir", dir_fd, follow=False)
-        except OSError:
-            named = exact_path(path)
-            if named is not None:
-                dir_fd = _descriptor(dir_fd)
-                absolute = self.resolver.absolute(named, dir_fd if type(dir_fd) is int else None)
-                real = self.resolver.real(absolute or named, follow=False)
-            # A directory that leads to an exposure exists, and the rules say so already:
-            # report it as existing, which is what makes os.makedirs(exist_ok=True) work.
-            if real is not None and self.judge.leads_to_exposure(real):
-                raise FileExistsError(17, "File exists", named) from None
-            raise
-
-    def _rename_event(self, args: tuple[Any, ...]) -> None:
-        src, dst, src_dir_fd, dst_dir_fd = args
-        self.forget()
-        self.check(src, _DELETE, "os.rename", src_dir_fd, follow=False)
-        self._new_name(dst, "os.rename", dst_dir_fd)
-
-    def _link_event(self, args: tuple[Any, ...]) -> None:
-        src, dst, src_dir_fd, dst_dir_fd = args
-        self.forget()
-        # A hard link is another name for the same file: writing through it writes the
-        # source, so the source must be writable, not only readable.
-        self.check(src, _WRITE, "os.link", src_dir_fd)
-        self._new_name(dst, "os.link", dst_dir_fd)
-
-    def _symlink_event(self, args: tuple[Any, ...]) -> None:
-        self.forget()
-        real = self._new_name(args[1], "os.symlink", args[2])
-        replaced = self.judge.link_replaces(real) if real is not None else None
-        if real is not None and replaced is not None:
-            # A file rule lets its file be made and removed, never become a link: the
-            # next run would grant the link's target.
-            verdict = Verdict(False, replaced.origin, hidden=False, fix=EXPOSURE_ROOT)
-            self.enforcer.refuse_file(
-                FileAccess(exact_path(args[1]) or real, real, _CREATE, "os.symlink"), verdict
-            )
-
-    def _new_name(self, path: object, api: str, dir_fd: object) -> str | None:
-        """A rename, link or symlink creates ``path``: also refused where it would bring
-        a protected file into being (a directory renamed onto a missing include's)."""
-        real = self.check(path, _CREATE, api, dir_fd, follow=False)
-        if real is not None and self.judge.shadows_protected(real):
-            self.enforcer.refuse_file(
-                FileAccess(exact_path(path) or real, real, _CREATE, api),
-                Verdict(False, None, hidden=False),
-            )
-        return real
-
-    def _copy_event(self, args: tuple[Any, ...]) -> None:
-        src, dst = args[0], args[1]
-        if exact_path(src) is not UNKNOWABLE:
-            self.check(src, _READ, "shutil.copyfile")
-        if exact_path(dst) is not UNKNOWABLE:
-            self.check(dst, _WRITE, "shutil.copyfile")
-
-    def _rmtree_event(self, args: tuple[Any, ...]) -> None:
-        if exact_path(args[0]) is not UNKNOWABLE:
-            self._path(args[0], _DELETE, "shutil.rmtree", args[1])
 
     def _named(self, target: tuple[str, Access] | None, api: str, follow: bool = True) -> None:
         if target is not None:  # a file made by C code (SQLite, _posixshmem)

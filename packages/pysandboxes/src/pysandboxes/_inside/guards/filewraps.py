@@ -39,6 +39,8 @@ from pysandboxes._inside.guards.pinned import (
     relative_to,
     symlink,
 )
+from pysandboxes._inside.guards.workdir import KNOWN_SOURCE, NOTICE_SOURCE
+from pysandboxes._policy.model import Access
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,19 +48,14 @@ if TYPE_CHECKING:
     from typing import Any
 
     from pysandboxes._inside.guards.audit import Call
+    from pysandboxes._inside.guards.workdir import WorkingDirectory
 
 _NO_FOLLOW = frozenset({"lstat", "readlink"})
 _METADATA = ("stat", "lstat", "access", "readlink", "statvfs", "pathconf")
 _CREATING = ("mkfifo", "mknod")
 _WRITE_MODES = frozenset("wax+")
+_READ, _WRITE = Access.READ, Access.WRITE
 _OS_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-
-# Whether a path's metadata was judged before, in a part nothing can change: the set is
-# the file guard's, a hidden default of this sealed function (filled only by the guard).
-_KNOWN_SOURCE = """
-def known(path, follow, *, _seen=None):
-    return (_seen, (_seen := None))[0].__contains__((path, follow))
-"""
 
 
 def _metadata(name: str, known: Callable[[str, bool], bool]) -> Callable[..., Call]:
@@ -113,13 +110,19 @@ def _name(handle: Any, name: object) -> None:
         pass
 
 
-def _reported(file: object, writes: bool) -> Callable[[Any, BaseException | None], Any]:
-    """An ``after`` that has the hook judge what ``open`` really opened."""
+def _reported(
+    file: object, writes: bool, known: Callable[[str, object], bool]
+) -> Callable[[Any, BaseException | None], Any]:
+    """An ``after`` that has the hook judge what ``open`` really opened, unless it was
+    judged in a stable area, where nothing can have been swapped (``FileGuard.settled``)."""
     audit = sys.audit
+    access = _WRITE if writes else _READ
 
     def after(handle: Any, error: BaseException | None) -> Any:
         if error is not None:
             return None
+        if type(file) is str and known(file, access):
+            return handle
         try:
             audit("pysandboxes.opened", handle.fileno(), os.fsdecode(file), writes)  # type: ignore[arg-type]
         except BaseException:
@@ -130,7 +133,7 @@ def _reported(file: object, writes: bool) -> Callable[[Any, BaseException | None
     return after
 
 
-def _open_before(pinner: Pinner) -> Callable[..., Call]:
+def _open_before(pinner: Pinner, known: Callable[[str, object], bool]) -> Callable[..., Call]:
     """The ``_before`` of ``open()``: a change opens through the pinned directory."""
     import _io
 
@@ -152,7 +155,7 @@ def _open_before(pinner: Pinner) -> Callable[..., Call]:
         if writes and type(file) is not int and kwargs.get("opener") is None and len(args) < 6:
             # Re-checked by os.open, which opens the file.
             return (written, (file, mode, *args), kwargs, _renamed(os.fsdecode(file), given))  # type: ignore[arg-type]
-        after = None if type(file) is int else _reported(file, writes)
+        after = None if type(file) is int else _reported(file, writes, known)
         return (None, (file, mode, *args), kwargs, after)
 
     return before
@@ -262,7 +265,22 @@ _FOLLOWING = ("chmod", "chown", "utime", "truncate", "setxattr", "removexattr")
 _NOT_FOLLOWING = ("mkdir", "rmdir", "remove", "unlink", "lchown")
 
 
-def install(metadata_seen: set[tuple[str, bool]], sealed_globals: dict[str, object]) -> None:
+def _chdir_before(notice: Callable[[bool], None]) -> Callable[..., Call]:
+    """The ``_before`` of ``os.chdir`` and ``os.fchdir``: the kept working directory is
+    dropped before the call and again after it (see ``workdir``)."""
+
+    def after(result: Any, error: BaseException | None) -> Any:
+        notice(True)
+        return result
+
+    def before(*args: Any, **kwargs: Any) -> Call:
+        notice(False)
+        return (None, args, kwargs, after)
+
+    return before
+
+
+def install(workdir: WorkingDirectory, sealed_globals: dict[str, object]) -> None:
     """Replace the file functions in ``os``, ``posix``, ``io`` and ``builtins``.
 
     ``posix`` is patched too: the import system calls ``posix.stat`` and
@@ -279,8 +297,12 @@ def install(metadata_seen: set[tuple[str, bool]], sealed_globals: dict[str, obje
         setattr(os, name, wrapper)
 
     pinner = _pinner = Pinner()
+    hidden: dict[str, object] = {"_workdir": workdir}
     known: Any = sealed_function(
-        _KNOWN_SOURCE, (), sealed_globals, "<pysandboxes sealed call>", {"_seen": metadata_seen}
+        KNOWN_SOURCE, (), sealed_globals, "<pysandboxes sealed call>", hidden
+    )
+    notice: Any = sealed_function(
+        NOTICE_SOURCE, (), sealed_globals, "<pysandboxes sealed call>", hidden
     )
     judged: dict[str, Any] = {}
     for name in _METADATA:
@@ -300,11 +322,13 @@ def install(metadata_seen: set[tuple[str, bool]], sealed_globals: dict[str, obje
     for name in ("rename", "replace", "link"):
         judged[name] = wrap(getattr(posix, name), changes_two_paths(pinner, link=name == "link"))
     judged["symlink"] = wrap(posix.symlink, symlink(pinner))
-    judged["listdir"] = wrap(posix.listdir, listdir_before)
+    for name in ("chdir", "fchdir"):
+        judged[name] = wrap(getattr(posix, name), _chdir_before(notice))
+    judged["listdir"] = wrap(posix.listdir, listdir_before(known))
     judged["scandir"] = wrap(posix.scandir, scandir_before(judged["stat"]))
     for name, wrapper in judged.items():
         put(name, wrapper)
-    opener = wrap(builtins.open, _open_before(pinner))
+    opener = wrap(builtins.open, _open_before(pinner, known))
     builtins.open = opener
     io.open = opener
     io.FileIO = FileIO  # type: ignore[misc]

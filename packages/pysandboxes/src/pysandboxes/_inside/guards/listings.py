@@ -112,17 +112,28 @@ class _LinkEntry:
         return f"<DirEntry {self.name!r}>"
 
 
-def listdir_before(path: Any = None) -> Call:
-    """The ``_before`` of the ``os.listdir`` wrapper: the names go through the hook."""
-    path = path_arg(path)
+#: The kind of a judged name (``workdir.Seen``) whose listing shows every entry.
+LISTED = "listed"
+
+
+def listdir_before(known: Callable[[str, object], bool]) -> Callable[..., Call]:
+    """The ``_before`` of the ``os.listdir`` wrapper: the names go through the hook,
+    unless the directory was found exposed whole in a part nothing can change."""
     audit = sys.audit
 
-    def after(names: Any, error: BaseException | None) -> Any:
-        if error is None:
-            audit("pysandboxes.listing", path, names)
-        return names
+    def before(path: Any = None) -> Call:
+        path = path_arg(path)
+        if type(path) is str and known(path, LISTED):
+            return (None, (path,), {}, None)
 
-    return (None, (path,), {}, after)
+        def after(names: Any, error: BaseException | None) -> Any:
+            if error is None:
+                audit("pysandboxes.listing", path, names)
+            return names
+
+        return (None, (path,), {}, after)
+
+    return before
 
 
 def scandir_before(judged_stat: Callable[..., Any]) -> Callable[..., Call]:

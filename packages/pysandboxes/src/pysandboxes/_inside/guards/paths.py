@@ -3,15 +3,17 @@
 Paths are judged on their real path, so ``..``, symlinks and ``dir_fd`` forms cannot
 escape an exposure. Resolving is the costly part of a file verdict, so the real path of
 each directory is cached; every operation of this process that can change what a
-directory name means (rename, rmdir, unlink, symlink, chdir does not matter here: keys
-are absolute) clears the cache. Opens are re-checked on the file descriptor itself
-(``/proc/self/fd``), which no rename can fool.
+directory name means (rename, rmdir, unlink, symlink; keys are absolute) clears the
+cache. Relative names start from the working directory ``workdir`` keeps. Opens are
+re-checked on the file descriptor itself (``/proc/self/fd``), which no rename can fool.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+
+from pysandboxes._inside.guards.workdir import WorkingDirectory
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,7 +38,8 @@ class Resolver:
     def __init__(self) -> None:
         self._lstat = os.lstat
         self._readlink = os.readlink
-        self._getcwd = os.getcwd
+        #: The working directory, kept between accesses where it cannot go stale.
+        self.workdir = WorkingDirectory(os.getcwd)
         self._fsdecode: Callable[[bytes], str] = os.fsdecode
         self._dirs: dict[str, str] = {}
         self._links: dict[str, bool] = {}
@@ -87,8 +90,7 @@ class Resolver:
         """
         text = path if isinstance(path, str) else self._fsdecode(path)
         if not text.startswith("/"):
-            # Never cached: another thread may change directory at any moment.
-            base = self._getcwd() if dir_fd is None else self.fd_path(dir_fd)
+            base = self.workdir.current()[0] if dir_fd is None else self.fd_path(dir_fd)
             if base is None:
                 return None
             text = f"{base}/{text}"

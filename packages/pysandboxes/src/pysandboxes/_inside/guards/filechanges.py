@@ -1,0 +1,127 @@
+"""The file guard's judgement of changes to the namespace: a directory made, a name
+renamed, linked or symlinked, a tree copied or removed.
+
+Each names a path that may not exist yet, and each may change what other names mean:
+the guard forgets its cached resolutions first, then judges the old and the new name.
+"""
+
+from __future__ import annotations
+
+from pysandboxes._inside.enforce import FileAccess
+from pysandboxes._inside.guards.pathargs import UNKNOWABLE, exact_path
+from pysandboxes._inside.guards.values import plain_int
+from pysandboxes._policy.judge import EXPOSURE_ROOT
+from pysandboxes._policy.model import Access, Verdict
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from pysandboxes._inside.enforce import Enforcer
+    from pysandboxes._inside.guards.paths import Resolver
+    from pysandboxes._policy.judge import FileJudge
+
+_READ = Access.READ
+_WRITE = Access.WRITE
+_CREATE = Access.CREATE
+_DELETE = Access.DELETE
+
+
+def descriptor(dir_fd: object) -> object:
+    """A ``dir_fd`` as C reads it: an int subclass's own value."""
+    number = plain_int(dir_fd)
+    return dir_fd if number is None else number
+
+
+class ChangeEvents:
+    """The handlers of the events that change the namespace (a base of ``FileGuard``)."""
+
+    judge: FileJudge
+    enforcer: Enforcer
+    resolver: Resolver
+
+    def check(
+        self,
+        path: object,
+        access: Access,
+        api: str,
+        dir_fd: object = None,
+        *,
+        follow: bool = True,
+        metadata: bool = False,
+    ) -> str | None:
+        raise NotImplementedError
+
+    def forget(self) -> None:
+        raise NotImplementedError
+
+    def _path(
+        self, path: object, access: Access, api: str, dir_fd: object = None, *, follow: bool = True
+    ) -> None:
+        if access is _DELETE or access is _CREATE:
+            self.forget()
+        self.check(path, access, api, dir_fd, follow=follow)
+
+    def _mkdir(self, path: object, dir_fd: object) -> None:
+        real = None
+        try:
+            self.check(path, _CREATE, "os.mkdir", dir_fd, follow=False)
+        except OSError:
+            named = exact_path(path)
+            if named is not None:
+                dir_fd = descriptor(dir_fd)
+                absolute = self.resolver.absolute(named, dir_fd if type(dir_fd) is int else None)
+                real = self.resolver.real(absolute or named, follow=False)
+            # A directory that leads to an exposure exists, and the rules say so already:
+            # report it as existing, which is what makes os.makedirs(exist_ok=True) work.
+            if real is not None and self.judge.leads_to_exposure(real):
+                raise FileExistsError(17, "File exists", named) from None
+            raise
+
+    def _rename_event(self, args: tuple[Any, ...]) -> None:
+        src, dst, src_dir_fd, dst_dir_fd = args
+        self.forget()
+        self.check(src, _DELETE, "os.rename", src_dir_fd, follow=False)
+        self._new_name(dst, "os.rename", dst_dir_fd)
+
+    def _link_event(self, args: tuple[Any, ...]) -> None:
+        src, dst, src_dir_fd, dst_dir_fd = args
+        self.forget()
+        # A hard link is another name for the same file: writing through it writes the
+        # source, so the source must be writable, not only readable.
+        self.check(src, _WRITE, "os.link", src_dir_fd)
+        self._new_name(dst, "os.link", dst_dir_fd)
+
+    def _symlink_event(self, args: tuple[Any, ...]) -> None:
+        self.forget()
+        real = self._new_name(args[1], "os.symlink", args[2])
+        replaced = self.judge.link_replaces(real) if real is not None else None
+        if real is not None and replaced is not None:
+            # A file rule lets its file be made and removed, never become a link: the
+            # next run would grant the link's target.
+            verdict = Verdict(False, replaced.origin, hidden=False, fix=EXPOSURE_ROOT)
+            self.enforcer.refuse_file(
+                FileAccess(exact_path(args[1]) or real, real, _CREATE, "os.symlink"), verdict
+            )
+
+    def _new_name(self, path: object, api: str, dir_fd: object) -> str | None:
+        """A rename, link or symlink creates ``path``: also refused where it would bring
+        a protected file into being (a directory renamed onto a missing include's)."""
+        real = self.check(path, _CREATE, api, dir_fd, follow=False)
+        if real is not None and self.judge.shadows_protected(real):
+            self.enforcer.refuse_file(
+                FileAccess(exact_path(path) or real, real, _CREATE, api),
+                Verdict(False, None, hidden=False),
+            )
+        return real
+
+    def _copy_event(self, args: tuple[Any, ...]) -> None:
+        src, dst = args[0], args[1]
+        if exact_path(src) is not UNKNOWABLE:
+            self.check(src, _READ, "shutil.copyfile")
+        if exact_path(dst) is not UNKNOWABLE:
+            self.check(dst, _WRITE, "shutil.copyfile")
+
+    def _rmtree_event(self, args: tuple[Any, ...]) -> None:
+        if exact_path(args[0]) is not UNKNOWABLE:
+            self._path(args[0], _DELETE, "shutil.rmtree", args[1])
