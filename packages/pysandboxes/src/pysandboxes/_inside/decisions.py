@@ -264,6 +264,8 @@ class Auditing:
         self._api = api
         self.hides_entries = inner.hides_entries
         self.stands_in_for_native = inner.stands_in_for_native
+        # Every access is a decision to log: none is let through unjudged.
+        self.learned: frozenset[tuple[str, Access, str]] = frozenset()
 
     def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
         """Record, then refuse through ``inner``: not the interpreter's byte-code cache,
@@ -358,12 +360,20 @@ def _watch_environment(log: DecisionLog, policy: Policy) -> None:
 
     given = frozenset(os.environ)
     rules = policy.env
+    origins: dict[str, Origin | None] = {}  # the rule that forwards a name, found once
 
-    def read(name: str) -> None:
+    def read(name: str) -> bool:
+        """Log a read; whether its repeats need no report (nothing logged for them)."""
         if name not in given:
             log.refused("env", name, "read", _origin_fields(None, 0, ""), f"env={name}=${{{name}}}")
-        elif log.allowed_too:
-            origin = next((r.origin for r in rules if name_matches(r.name, name)), None)
-            log.allowed("env", name, "read", origin)
+            return False
+        if not log.allowed_too:
+            return True
+        if name not in origins:
+            if len(origins) >= 4096:
+                origins.clear()
+            origins[name] = next((r.origin for r in rules if name_matches(r.name, name)), None)
+        log.allowed("env", name, "read", origins[name])
+        return False  # each read is counted
 
     watch_environ(read)

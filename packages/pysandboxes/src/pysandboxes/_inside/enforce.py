@@ -23,6 +23,7 @@ from pysandboxes.errors import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Set as AbstractSet
     from typing import Protocol
 
     from pysandboxes._policy.judge import ApiJudge
@@ -101,6 +102,9 @@ if TYPE_CHECKING:
         #: holds no memory (``_inside/datactypes``), not while learning: there it meets the
         #: real one, so that what it reaches C with is learned.
         stands_in_for_native: bool
+        #: ``(real path, access, api)`` of file accesses already recorded while learning,
+        #: whose repeats the file guard lets through unjudged: empty when enforcing.
+        learned: AbstractSet[tuple[str, Access, str]]
 
         def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
             """Called for a refused file access; raise to stop it, return to let it through."""
@@ -207,6 +211,7 @@ class Enforcing:
 
     hides_entries = True
     stands_in_for_native = True
+    learned: frozenset[tuple[str, Access, str]] = frozenset()
 
     def __init__(self, messages: Messages) -> None:
         self._messages = messages
@@ -239,6 +244,7 @@ class Recording:
 
     hides_entries = True
     stands_in_for_native = True
+    learned: frozenset[tuple[str, Access, str]] = frozenset()
 
     def __init__(self) -> None:
         self.files: list[tuple[FileAccess, Verdict]] = []
