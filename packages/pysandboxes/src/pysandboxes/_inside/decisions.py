@@ -266,6 +266,7 @@ class Auditing:
         self.stands_in_for_native = inner.stands_in_for_native
         # Every access is a decision to log: none is let through unjudged.
         self.learned: frozenset[tuple[str, Access, str]] = frozenset()
+        self.learned_modules: frozenset[str] = frozenset()
 
     def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
         """Record, then refuse through ``inner``: not the interpreter's byte-code cache,

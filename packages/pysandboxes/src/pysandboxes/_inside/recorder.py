@@ -114,6 +114,8 @@ class Learning:
         #: File reads recorded already, by ``(real path, access, api)``: the file guard
         #: lets their repeats through without judging them again (``Enforcer.learned``).
         self.learned: set[tuple[str, Access, str]] = set()
+        #: Top-level modules recorded already (``Enforcer.learned_modules``).
+        self.learned_modules: set[str] = set()
         self._names: dict[str, str] = {}  # address -> the name the program looked up
         # Threads recording right now: finding the program's line reads frames and a
         # lookup resolves a name, both audited; what they raise is ours, not the program's.
@@ -255,7 +257,12 @@ class Learning:
         A subinterpreter's module stays refused by the API guard."""
         if category is not None and module in SUBINTERPRETER_MODULES:
             self._enforcing.refuse_import(module, message, category)
-        self._record("import", module, "native" if category else "module")
+        recorded = self._record("import", module, "native" if category else "module")
+        # Never the sandbox's own modules, which stay refused whatever was learned.
+        if recorded and category is None and not module.startswith("pysandboxes"):
+            if len(self.learned_modules) >= 4096:
+                self.learned_modules.clear()
+            self.learned_modules.add(module)
 
     def eval_used(self, key: str, name: str) -> None:
         """Record a construct an evaluated source used (``key``: ``syntax``, ``call``,

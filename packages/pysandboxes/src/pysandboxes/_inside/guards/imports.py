@@ -188,6 +188,8 @@ class ImportGuard:
             if name is None:
                 return
         top = name.partition(".")[0]
+        if top in self._enforcer.learned_modules:
+            return  # learning: recorded already
         loaded = door != "find" and name in sys.modules
         frameless = loaded and name in _PROMPT_IMPORTS
         asked = self._asked_by_program(loaded=loaded, frameless=frameless)
