@@ -26,8 +26,8 @@ def watch_environ(report: Callable[[str], bool]) -> None:
     says whether later reads of that name are no news (recorded once, or never logged):
     those then cost a set look-up."""
     own: set[str] = set()
-    # Keys (str or bytes, exactly) whose reads need no report: reported for good, or set
-    # by the program. Skipped only outside a scan, whose reads must follow its order.
+    # Keys (str or bytes, exactly) whose reads need no report: reported for good. Skipped
+    # only outside a scan, whose reads must follow its order.
     quiet: set[object] = set()
     # A scan reads back the names it listed, in order: dict(os.environ) lists every name
     # first, then reads each. Reads that follow the listing are the scan's, not news.
@@ -56,12 +56,15 @@ def watch_environ(report: Callable[[str], bool]) -> None:
         base: Any = mapping.__class__
 
         def getitem(self: object, key: object, _base: Any = base) -> object:
-            if not scan and (type(key) is str or type(key) is bytes) and key in quiet:
+            if scan:
+                name = text(key)
+                if name is not None and scanned(name):
+                    return _base.__getitem__(self, key)
+            elif (type(key) is str or type(key) is bytes) and key in quiet:
                 return _base.__getitem__(self, key)  # a repeat: nothing new to report
-            name = text(key)
-            if name is None or scanned(name) or name in own:
-                return _base.__getitem__(self, key)
-            if report(name) and len(quiet) < 100_000:
+            else:
+                name = key if type(key) is str else text(key)
+            if name is not None and name not in own and report(name) and len(quiet) < 100_000:
                 quiet.add(key)
             return _base.__getitem__(self, key)
 
