@@ -105,35 +105,49 @@ def test_an_enforcing_guard_lets_nothing_through_unjudged() -> None:
         assert enforcer.learned_modules == frozenset()
 
 
+class _Counted:
+    count = 0
+
+
 def test_a_variable_read_many_times_is_reported_once_and_another_after_it_is_too(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     reported: list[str] = []
+    counted = _Counted()
     environ_class = os.environ.__class__
 
-    def report(name: str) -> bool:
+    def report(name: str) -> _Counted | bool:
         reported.append(name)
-        return name != "LOGGED_EACH_TIME"  # the decision log counts each read
+        if name == "COUNTED":  # the decision log: its entry counts each read
+            counted.count += 1
+            return counted
+        return name != "LOGGED_EACH_TIME"
 
-    monkeypatch.setenv("FIRST", "1")
-    monkeypatch.setenv("SECOND", "2")
-    monkeypatch.setenv("LOGGED_EACH_TIME", "3")
+    for name in ("FIRST", "SECOND", "LOGGED_EACH_TIME", "COUNTED"):
+        monkeypatch.setenv(name, "1")
     try:
         watch_environ(report)
         for _ in range(100):
             assert os.environ.get("FIRST") == "1"
-            assert os.environ["LOGGED_EACH_TIME"] == "3"
-        assert os.environ.get("SECOND") == "2"
+            assert os.environ["LOGGED_EACH_TIME"] == "1"
+            assert os.getenv("COUNTED") == "1"
+        assert os.environ.get("SECOND") == "1"
         snapshot = dict(os.environ)  # a scan: its reads are no news
         assert snapshot["FIRST"] == "1"
         os.environ.get("FIRST")  # after a scan: asked again (the recorder knows it)
         os.environ.get("FIRST")  # and then no more
+        os.environ["COUNTED"] = "set by the program"  # its own: no news from now on
+        assert os.environ.get("COUNTED") == "set by the program"
     finally:
         os.environ.__class__ = environ_class
         environb = getattr(os, "environb", None)
         if environb is not None:
             environb.__class__ = environb.__class__.__bases__[0]
-    assert reported == ["FIRST", *["LOGGED_EACH_TIME"] * 100, "SECOND", "FIRST"]
+    assert reported == ["FIRST", "LOGGED_EACH_TIME", "COUNTED"] + ["LOGGED_EACH_TIME"] * 99 + [
+        "SECOND",
+        "FIRST",
+    ]
+    assert counted.count == 100
 
 
 def test_a_program_repeating_its_accesses_learns_each_once(sb: Runner, project: Path) -> None:
