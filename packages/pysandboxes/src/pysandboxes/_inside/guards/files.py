@@ -62,6 +62,7 @@ class FileGuard:
         self.judge = judge
         self.enforcer = enforcer
         self.resolver = resolver
+        self._learned = enforcer.learned  # learning: reads recorded already, else empty
         # Whether a directory above an exposure may be listed (its way to the exposures shown):
         # not where Landlock refuses it, so both layers agree and the Python layer's names the rule.
         self._walkways = walkways
@@ -166,7 +167,7 @@ class FileGuard:
         if absolute.endswith("/"):
             follow = True  # "link/" names what the link points to, even for lstat
         real, stable = self._resolve(absolute, follow)
-        if (learned := self.enforcer.learned) and (real, access, api) in learned:
+        if self._learned and (real, access, api) in self._learned:
             return real  # learning: recorded already, and judged the same every time
         verdict = self.judge.judge(real, access)
         if (
@@ -233,7 +234,7 @@ class FileGuard:
         """Judge what an open file descriptor really is (after a possible race);
         ``metadata``: a handle (``O_PATH``), which may also lead to an exposure."""
         real = self.resolver.fd_path(fd)
-        if real is None or ((learned := self.enforcer.learned) and (real, access, api) in learned):
+        if real is None or (self._learned and (real, access, api) in self._learned):
             return  # a pipe, socket or anonymous file: not a path; or learned already
         verdict = self.judge.judge(real, access)
         if not verdict.allowed and not (metadata and self.judge.leads_to_exposure(real)):
