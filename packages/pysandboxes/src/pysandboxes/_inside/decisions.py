@@ -120,15 +120,16 @@ class DecisionLog:
         if entry is not None:
             self._files[access][real] = entry
 
-    def allowed(self, kind: str, target: str, access: str, origin: Origin | None) -> None:
-        """An allowed access of another kind (network, lookup, call, environment...)."""
+    def allowed(self, kind: str, target: str, access: str, origin: Origin | None) -> _Entry | None:
+        """An allowed access of another kind (network, lookup, call, environment...);
+        its entry, whose ``count`` a caller may raise itself for the repeats."""
         key = (kind, target, access, id(origin))
         entry = self._entries.get(key)
         if entry is not None:
             entry.count += 1
-            return
+            return entry
         shown = _fields(origin) if origin is not None else (IMPLICIT, "")
-        self._new(key, kind, target, access, shown)
+        return self._new(key, kind, target, access, shown)
 
     def refused(self, kind: str, target: str, access: str, rule: tuple[str, str], fix: str) -> None:
         """A refusal: recorded with the program's line, and sent at once."""
@@ -159,15 +160,15 @@ class DecisionLog:
 
     def _new(
         self, key: tuple[object, ...], kind: str, target: str, access: str, rule: tuple[str, str]
-    ) -> None:
+    ) -> _Entry | None:
         thread = get_ident()
         if thread in self._busy or len(self._entries) >= MAX_DISTINCT:
-            return
+            return None
         self._busy.add(thread)
         try:
             where = program_site(self._cwd)[0]
             if where is None:
-                return  # the sandbox's own doing (its start, a traceback it prints)
+                return None  # the sandbox's own doing (its start, a traceback it prints)
             decision = Decision(kind, target, access, True, *rule, where, 1, "", self._pid)
             entry = _Entry(decision, 1)
             self._entries[key] = entry
@@ -175,6 +176,7 @@ class DecisionLog:
             full = monotonic() - self._last >= _PERIOD
             if full or len(self._queued) >= _QUEUED:
                 self._flush(full=full)
+            return entry
         finally:
             self._busy.discard(thread)
 
@@ -264,6 +266,9 @@ class Auditing:
         self._api = api
         self.hides_entries = inner.hides_entries
         self.stands_in_for_native = inner.stands_in_for_native
+        # Every access is a decision to log: none is let through unjudged.
+        self.learned: frozenset[tuple[str, Access, str]] = frozenset()
+        self.learned_modules: frozenset[str] = frozenset()
 
     def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
         """Record, then refuse through ``inner``: not the interpreter's byte-code cache,
@@ -359,11 +364,16 @@ def _watch_environment(log: DecisionLog, policy: Policy) -> None:
     given = frozenset(os.environ)
     rules = policy.env
 
-    def read(name: str) -> None:
+    def read(name: str) -> _Entry | bool:
+        """Log a read; what its repeats need: its entry's count raised, or nothing when
+        only refusals are logged. A refusal is logged each time (and sent at once)."""
         if name not in given:
             log.refused("env", name, "read", _origin_fields(None, 0, ""), f"env={name}=${{{name}}}")
-        elif log.allowed_too:
-            origin = next((r.origin for r in rules if name_matches(r.name, name)), None)
-            log.allowed("env", name, "read", origin)
+            return False
+        if not log.allowed_too:
+            return True
+        origin = next((r.origin for r in rules if name_matches(r.name, name)), None)
+        entry = log.allowed("env", name, "read", origin)
+        return False if entry is None else entry
 
     watch_environ(read)

@@ -23,6 +23,7 @@ from pysandboxes.errors import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Set as AbstractSet
     from typing import Protocol
 
     from pysandboxes._policy.judge import ApiJudge
@@ -101,6 +102,19 @@ if TYPE_CHECKING:
         #: holds no memory (``_inside/datactypes``), not while learning: there it meets the
         #: real one, so that what it reaches C with is learned.
         stands_in_for_native: bool
+
+        @property
+        def learned(self) -> AbstractSet[tuple[str, Access, str]]:
+            """``(real path, access, api)`` of the file accesses recorded already while
+            learning, whose repeats the file guard lets through unjudged: empty when
+            enforcing."""
+            ...
+
+        @property
+        def learned_modules(self) -> AbstractSet[str]:
+            """The top-level modules whose import was recorded already while learning,
+            whose repeats the import guard lets through unjudged: empty when enforcing."""
+            ...
 
         def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
             """Called for a refused file access; raise to stop it, return to let it through."""
@@ -207,6 +221,8 @@ class Enforcing:
 
     hides_entries = True
     stands_in_for_native = True
+    learned: frozenset[tuple[str, Access, str]] = frozenset()
+    learned_modules: frozenset[str] = frozenset()
 
     def __init__(self, messages: Messages) -> None:
         self._messages = messages
@@ -239,6 +255,8 @@ class Recording:
 
     hides_entries = True
     stands_in_for_native = True
+    learned: frozenset[tuple[str, Access, str]] = frozenset()
+    learned_modules: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.files: list[tuple[FileAccess, Verdict]] = []

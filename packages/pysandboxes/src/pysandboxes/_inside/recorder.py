@@ -20,6 +20,7 @@ from pysandboxes._inside.enforce import Enforcing
 from pysandboxes._inside.guards.audit import HOOK_FILENAME, current_frame
 from pysandboxes._inside.guards.integrity import INTERNALS
 from pysandboxes._policy.judge import EXPOSURE_ROOT, PLANTED_RULES
+from pysandboxes._policy.model import Access
 from pysandboxes._policy.registry import SUBINTERPRETER_FUNCTIONS, SUBINTERPRETER_MODULES
 from pysandboxes._wire.events import Event, encode_event
 
@@ -34,6 +35,7 @@ _OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _STDLIB = os.path.dirname(os.__file__) + "/"
 _LISTINGS = frozenset({"os.listdir", "os.scandir"})
 _MAX_SENT = 100_000  # as many as the trusted side reads (MAX_EVENTS)
+_READ, _EXECUTE = Access.READ, Access.EXECUTE
 
 
 _BOOTSTRAP = (
@@ -109,6 +111,11 @@ class Learning:
         self._enforcing = Enforcing(messages)
         self._cwd = cwd.rstrip("/") + "/"
         self._sent: set[tuple[str, str, str, str, int]] = set()
+        #: File reads recorded already, by ``(real path, access, api)``: the file guard
+        #: lets their repeats through without judging them again (``Enforcer.learned``).
+        self.learned: set[tuple[str, Access, str]] = set()
+        #: Top-level modules recorded already (``Enforcer.learned_modules``).
+        self.learned_modules: set[str] = set()
         self._names: dict[str, str] = {}  # address -> the name the program looked up
         # Threads recording right now: finding the program's line reads frames and a
         # lookup resolves a name, both audited; what they raise is ours, not the program's.
@@ -143,25 +150,40 @@ class Learning:
     def _site(self) -> tuple[str | None, bool]:
         return program_site(self._cwd)
 
-    def _send(self, event: Event, *, unless_importing: bool = False) -> None:
-        key = (event.family, event.name, event.access, event.proto, event.port)
+    def _record(
+        self,
+        family: str,
+        name: str,
+        access: str,
+        proto: str = "",
+        port: int = 0,
+        addresses: tuple[str, ...] = (),
+        *,
+        unless_importing: bool = False,
+    ) -> bool:
+        """Send the event unless sent already (a repeat costs a set look-up, nothing
+        built); whether it is recorded now, so that its repeats need not be reported."""
+        key = (family, name, access, proto, port)
+        if key in self._sent:
+            return True
         thread = get_ident()
-        if thread in self._busy or key in self._sent or len(self._sent) >= _MAX_SENT:
-            return
+        if thread in self._busy or len(self._sent) >= _MAX_SENT:
+            return False
         self._busy.add(thread)
         try:
             if self._session and not self._typed_by_the_user():
-                return
+                return False
             where, importing = self._site()
             if where is None or (unless_importing and importing):
-                return
+                return False
             self._sent.add(key)
-            line = encode_event(Event(*key[:3], event.proto, event.port, event.addresses, where))
+            line = encode_event(Event(family, name, access, proto, port, addresses, where))
             os.write(self._fd, line)  # one write per event: the trusted side has it now
         except OSError:
             pass  # the trusted side is gone: the program still runs as it would
         finally:
             self._busy.discard(thread)
+        return True
 
     # -- the Enforcer protocol ---------------------------------------------------------
 
@@ -189,7 +211,13 @@ class Learning:
             access = "read"
         # The import system lists the directories of sys.path to find modules; a refused
         # listing only makes it look file by file, so it needs no rule of its own.
-        self._send(Event("file", report.real, access), unless_importing=access == "list")
+        recorded = self._record("file", report.real, access, unless_importing=access == "list")
+        if recorded and (report.access is _READ or report.access is _EXECUTE):
+            # What a read becomes depends on its path and function only (a write's on
+            # whether the file exists): its repeats need not be judged again.
+            if len(self.learned) >= _MAX_SENT:
+                self.learned.clear()
+            self.learned.add((report.real, report.access, report.api))
 
     def _exists(self, path: str) -> bool:
         try:
@@ -198,9 +226,10 @@ class Learning:
             return False
         return True
 
-    def env_read(self, name: str) -> None:
-        """Record a read of a variable no rule forwards (called by ``_inside.guards.env``)."""
-        self._send(Event("env", name, "read"))
+    def env_read(self, name: str) -> bool:
+        """Record a read of a variable no rule forwards (called by ``_inside.guards.env``);
+        whether it is recorded, so that its repeats need not be reported."""
+        return self._record("env", name, "read")
 
     def refuse_call(self, qualname: str, category: str, message: str) -> None:
         """Record a sensitive call by its function and category; a reach into the
@@ -209,7 +238,7 @@ class Learning:
             return  # the frames read while recording: ours, not the program's
         if qualname == INTERNALS or qualname in SUBINTERPRETER_FUNCTIONS:
             self._enforcing.refuse_call(qualname, category, message)
-        self._send(Event("call", qualname, category))
+        self._record("call", qualname, category)
 
     def refuse_connection(
         self, message: str, address: str, rule: str | None, target: Connection | None = None
@@ -221,21 +250,24 @@ class Learning:
             self._learn_name(target.host)
             return
         host = self._names.get(target.host, target.host)
-        self._send(
-            Event("net", host, target.direction, target.proto, target.port, target.addresses)
-        )
+        self._record("net", host, target.direction, target.proto, target.port, target.addresses)
 
     def refuse_import(self, module: str, message: str, category: str | None = None) -> None:
         """Record an import; ``category`` marks a native extension the API rules guard.
         A subinterpreter's module stays refused by the API guard."""
         if category is not None and module in SUBINTERPRETER_MODULES:
             self._enforcing.refuse_import(module, message, category)
-        self._send(Event("import", module, "native" if category else "module"))
+        recorded = self._record("import", module, "native" if category else "module")
+        # Never the sandbox's own modules, which stay refused whatever was learned.
+        if recorded and category is None and not module.startswith("pysandboxes"):
+            if len(self.learned_modules) >= 4096:
+                self.learned_modules.clear()
+            self.learned_modules.add(module)
 
     def eval_used(self, key: str, name: str) -> None:
         """Record a construct an evaluated source used (``key``: ``syntax``, ``call``,
         ``attribute``, ``import`` or ``magic``; see ``_inside.evaluation.learning``)."""
-        self._send(Event("eval", name, key))
+        self._record("eval", name, key)
 
     def _learn_name(self, name: str) -> None:
         """Remember the addresses ``name`` leads to: the program will connect to one of
@@ -258,8 +290,7 @@ def watched_environ(report: Learning, forwarded: frozenset[str]) -> None:
     """Record the program's reads of variables no rule forwards (see ``_inside.guards.env``)."""
     from pysandboxes._inside.guards.env import watch_environ
 
-    def read(name: str) -> None:
-        if name not in forwarded:
-            report.env_read(name)
+    def read(name: str) -> bool:
+        return name in forwarded or report.env_read(name)
 
     watch_environ(read)

@@ -29,6 +29,10 @@ RULE_FILE_NAME = ".py-sandboxes"
 PLANTED_RULES = "<planted-rules>"
 
 
+#: Most paths whose covering exposure ``FileJudge.exposure`` remembers.
+_MEMO = 8192
+
+
 class FileJudge:
     """Judges an absolute path and an access against ``expose-*``, ``ignore=``, protection.
 
@@ -60,6 +64,7 @@ class FileJudge:
         self._anchors = frozenset(anchors)
         self._anchor_parents = frozenset(parent for path in anchors for parent in _ancestors(path))
         self._stable: dict[str, bool] = {}
+        self._covering: dict[str, ExposeRule | None] = {}
 
     def exposure(self, path: str) -> ExposeRule | None:
         """The most specific exposure covering the normalised absolute ``path``, if any."""
@@ -67,13 +72,21 @@ class FileJudge:
         rule = exposures.get(path)
         if rule is not None:
             return rule
+        covering = self._covering
+        if path in covering:  # judged before: the rules never change
+            return covering[path]
         current = path
         while current:
             current = current[: current.rfind("/")]
             rule = exposures.get(current or "/")
             if rule is not None and rule.is_dir:
-                return rule
-        return None
+                break
+        else:
+            rule = None
+        if len(covering) >= _MEMO:
+            covering.clear()
+        covering[path] = rule
+        return rule
 
     def stable(self, rule: ExposeRule) -> bool:
         """Whether the sandbox can change nothing on the way to what ``rule`` exposes.

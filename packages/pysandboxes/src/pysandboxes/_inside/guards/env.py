@@ -18,12 +18,29 @@ import os
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from typing import Any
+    from typing import Any, Protocol
+
+    class Counted(Protocol):
+        """A decision counted by the decision log (``_inside.decisions``)."""
+
+        count: int
 
 
-def watch_environ(report: Callable[[str], None]) -> None:
-    """Make ``os.environ`` and ``os.environb`` report each read name to ``report``."""
+#: The most names whose repeated reads are remembered (a program may read many).
+_QUIET = 100_000
+
+
+def watch_environ(report: Callable[[str], Counted | bool]) -> None:
+    """Make ``os.environ`` and ``os.environb`` report each read name to ``report``.
+
+    What ``report`` returns says what a later read of that name needs: ``False`` a report
+    again; ``True`` nothing (recorded once: learning); a ``Counted``, one more in its
+    ``count`` (a decision of the log). Those repeats cost a dictionary look-up.
+    """
     own: set[str] = set()
+    # Keys (str or bytes, exactly) whose reads need no report, with what they need instead.
+    # Used only outside a scan, whose reads must follow its order.
+    quiet: dict[object, Counted | bool] = {}
     # A scan reads back the names it listed, in order: dict(os.environ) lists every name
     # first, then reads each. Reads that follow the listing are the scan's, not news.
     scan: list[str] = []
@@ -44,6 +61,13 @@ def watch_environ(report: Callable[[str], None]) -> None:
         position[0] = 0
         return False
 
+    def set_by_program(key: object) -> None:
+        name = text(key)
+        if name is not None:
+            own.add(name)  # the program's own: no news, in either mapping
+            quiet.pop(name, None)
+            quiet.pop(name.encode("utf-8", "surrogateescape"), None)
+
     mappings: list[Any] = [os.environ, getattr(os, "environb", None)]
     for mapping in mappings:
         if mapping is None:
@@ -51,21 +75,47 @@ def watch_environ(report: Callable[[str], None]) -> None:
         base: Any = mapping.__class__
 
         def getitem(self: object, key: object, _base: Any = base) -> object:
-            name = text(key)
-            if name is not None and not scanned(name) and name not in own:
-                report(name)
+            if scan:
+                name = text(key)
+                if name is not None and scanned(name):
+                    return _base.__getitem__(self, key)
+            elif type(key) is str or type(key) is bytes:
+                seen = quiet.get(key, False)
+                if seen is not False:
+                    if seen is not True:
+                        seen.count += 1
+                    return _base.__getitem__(self, key)  # a repeat: nothing new to report
+                name = text(key)
+            else:
+                name = None
+            if name is not None and name not in own:
+                seen = report(name)
+                if seen is not False and len(quiet) < _QUIET:
+                    quiet[key] = seen
             return _base.__getitem__(self, key)
 
+        def get(self: object, key: object, default: object = None, _base: Any = base) -> object:
+            # Mapping.get, with a repeat's look-up inlined: one call less (os.getenv too).
+            if not scan and (type(key) is str or type(key) is bytes):
+                seen = quiet.get(key, False)
+                if seen is not False:
+                    if seen is not True:
+                        seen.count += 1
+                    try:
+                        return _base.__getitem__(self, key)
+                    except KeyError:
+                        return default
+            try:
+                return getitem(self, key)
+            except KeyError:
+                return default
+
         def setitem(self: object, key: object, value: object, _base: Any = base) -> None:
-            name = text(key)
-            if name is not None:
-                own.add(name)
+            set_by_program(key)
             _base.__setitem__(self, key, value)
 
         def delitem(self: object, key: object, _base: Any = base) -> None:
-            name = text(key)
-            if name is not None:
-                own.add(name)
+            set_by_program(key)
             _base.__delitem__(self, key)
 
         def iterate(self: object, _base: Any = base) -> Iterator[object]:
@@ -82,6 +132,7 @@ def watch_environ(report: Callable[[str], None]) -> None:
             (base,),
             {
                 "__getitem__": getitem,
+                "get": get,
                 "__setitem__": setitem,
                 "__delitem__": delitem,
                 "__iter__": iterate,

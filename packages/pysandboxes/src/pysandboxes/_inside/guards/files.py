@@ -42,7 +42,6 @@ _CREATE = Access.CREATE
 _DELETE = Access.DELETE
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
-
 #: The ``fix`` of a refusal for a change that bypassed the pinning wrappers.
 UNPINNED = "<unpinned>"
 #: The ``fix`` of a refusal of a relative name given to the unwrapped ``os.open``.
@@ -58,6 +57,7 @@ class FileGuard(ChangeEvents):
         self.judge = judge
         self.enforcer = enforcer
         self.resolver = resolver
+        self._learned = enforcer.learned  # learning: reads recorded already, else empty
         # Whether a directory above an exposure may be listed (its way to the exposures shown):
         # not where Landlock refuses it, so both layers agree and the Python layer's names the rule.
         self._walkways = walkways
@@ -177,6 +177,8 @@ class FileGuard(ChangeEvents):
         if absolute.endswith("/"):
             follow = True  # "link/" names what the link points to, even for lstat
         real, stable = self._resolve(absolute, follow)
+        if self._learned and (real, access, api) in self._learned:
+            return real  # learning: recorded already, and judged the same every time
         verdict = self.judge.judge(real, access)
         if (
             verdict.allowed
@@ -251,12 +253,10 @@ class FileGuard(ChangeEvents):
         """Judge what an open file descriptor really is (after a possible race);
         ``metadata``: a handle (``O_PATH``), which may also lead to an exposure."""
         real = self.resolver.fd_path(fd)
-        if real is None:
-            return  # a pipe, socket or anonymous file: not a path
+        if real is None or (self._learned and (real, access, api) in self._learned):
+            return  # a pipe, socket or anonymous file: not a path; or learned already
         verdict = self.judge.judge(real, access)
-        if metadata and not verdict.allowed and self.judge.leads_to_exposure(real):
-            return
-        if not verdict.allowed:
+        if not verdict.allowed and not (metadata and self.judge.leads_to_exposure(real)):
             self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
 
     # -- audit events --------------------------------------------------------------------

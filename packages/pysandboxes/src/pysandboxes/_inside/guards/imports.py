@@ -84,6 +84,7 @@ class ImportGuard:
     ) -> None:
         self._judge = judge
         self._enforcer = enforcer
+        self._learned = enforcer.learned_modules  # learning: recorded already, else empty
         self._rule_file = rule_file
         self._stdlib = stdlib.rstrip("/") + "/"
         self._libraries = tuple(r.rstrip("/") + "/" for r in libraries)
@@ -188,6 +189,8 @@ class ImportGuard:
             if name is None:
                 return
         top = name.partition(".")[0]
+        if top in self._learned:
+            return  # learning: recorded already
         loaded = door != "find" and name in sys.modules
         frameless = loaded and name in _PROMPT_IMPORTS
         asked = self._asked_by_program(loaded=loaded, frameless=frameless)

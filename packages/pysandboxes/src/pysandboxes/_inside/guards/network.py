@@ -90,6 +90,7 @@ class NetworkGuard:
         self._getaddrinfo: Callable[..., Any] = _socket.getaddrinfo
         self._numeric: set[str] = set()  # host strings that are addresses, not names
         self._passed: set[tuple[str, str, int, str]] = set()
+        self._rules: dict[tuple[str, str, int, str], Origin | None] = {}  # for the log
         #: The decision log, when allowed accesses are logged too (``audit-log=``).
         self.log: DecisionLog | None = None
         self._hosts = {rule.host.lower(): rule.origin for rule in policy.net if rule.host}
@@ -252,8 +253,13 @@ class NetworkGuard:
         )
 
     def _judge_rule(self, key: tuple[str, str, int, str]) -> Origin | None:
-        """The rule that allowed an address passed before (for the decision log)."""
-        return self._judge.judge(key[0], key[1], key[2], key[3]).rule
+        """The rule that allowed an address passed before (for the decision log): judged
+        once, since the rules never change (a judgement costs more than the connection)."""
+        if key not in self._rules:
+            if len(self._rules) > 4096:
+                self._rules.clear()
+            self._rules[key] = self._judge.judge(key[0], key[1], key[2], key[3]).rule
+        return self._rules[key]
 
     def _remember(self, host: str) -> None:
         if len(self._numeric) > 4096:  # bounded: a program may try many spellings
