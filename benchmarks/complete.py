@@ -325,7 +325,7 @@ def print_table(bench: Bench, heading: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="a short, rough run")
     parser.add_argument(
         "--providers",

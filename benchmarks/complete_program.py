@@ -67,7 +67,7 @@ def measures(root: str, port: int) -> dict[str, tuple[Measure, int]]:
     def fresh_import(n: int) -> None:
         for _ in range(n):
             sys.modules.pop("colorsys", None)
-            import colorsys  # noqa: F401
+            import colorsys  # noqa: F401  # pyright: ignore[reportUnusedImport]
 
     def connect(n: int) -> None:
         for _ in range(n):
@@ -84,7 +84,7 @@ def measures(root: str, port: int) -> dict[str, tuple[Measure, int]]:
 
     def import_statement(n: int) -> None:
         for _ in range(n):
-            import colorsys  # noqa: F401
+            import colorsys  # noqa: F401  # pyright: ignore[reportUnusedImport]
 
     return {
         "open+read rel": (open_read(RELATIVE_FILE), 200),
