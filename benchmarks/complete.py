@@ -1,6 +1,6 @@
 """Cost of complete mode: ``python-sb`` against plain ``python``, in one run, one table.
 
-Run with the installed packages: ``python benchmarks/complete.py`` (about 3 minutes on a
+Run with the installed packages: ``python benchmarks/complete.py`` (2 to 4 minutes on a
 2-core machine; ``--quick`` for a short, rough run; ``--providers landlock,learn`` to
 choose the columns). Each guarded operation is timed inside the program
 (``complete_program.py``), whose working directory is the benchmark's tree: on a relative
@@ -55,8 +55,8 @@ TARGETS: dict[str, float | None] = {
     "os.stat abs": 1.3,
     "os.listdir rel": 1.3,
     "os.listdir abs": 1.3,
-    "read_text rel": 1.3,
-    "read_text abs": 1.3,
+    "Path.read_text rel": 1.3,
+    "Path.read_text abs": 1.3,
     "fresh import": 1.3,
     "tcp connect": 1.15,
     "os.environ.get": 1.3,
@@ -303,7 +303,7 @@ def print_table(bench: Bench, heading: str) -> None:
     for column, reason in bench.broken.items():
         print(f"# {column}: cannot run here: {reason}")
     header = "".join(f"{column:>{WIDTH}}" for column in bench.columns)
-    print(f"{'measure':<18}{header}{'target':>10}")
+    print(f"{'measure':<20}{header}{'target':>10}")
     rows = [
         ("start-up -c pass", start_cells(bench), f"<={START_TARGET * 1e3:.0f}ms"),
         ("peak RSS -c pass", rss_cells(bench), f"<{RSS_TARGET // MIB}MiB"),
@@ -312,7 +312,7 @@ def print_table(bench: Bench, heading: str) -> None:
         shown = "abs. cost" if target is None else f"<={target}x"
         rows.append((name, operation_cells(bench, name), shown))
     for label, cells, target in rows:
-        print(f"{label:<18}" + "".join(f"{c:>{WIDTH}}" for c in cells) + f"{target:>10}")
+        print(f"{label:<20}" + "".join(f"{c:>{WIDTH}}" for c in cells) + f"{target:>10}")
     print(
         "# cells: median ± half its p25-p75 spread, b = best; ratios of medians (b: of bests)"
         " to python;\n# rel/abs: relative/absolute path; '!': misses its target (the"
