@@ -339,7 +339,7 @@ def main() -> None:
     if "learn" in chosen:
         chosen.add("landlock")  # learn's ratio is to the enforcing landlock run
     columns = ["python", "floor", *(p for p in PROVIDERS if p in chosen)]
-    rounds, batches, starts, rss_runs = (2, 3, 5, 1) if options.quick else (10, 10, 20, 3)
+    rounds, batches, starts, rss_runs = (2, 3, 5, 1) if options.quick else (8, 10, 20, 3)
     load = os.getloadavg()[0]
     begin = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
@@ -367,6 +367,12 @@ def main() -> None:
         f" start-up {starts} runs, {time.perf_counter() - begin:.0f} s;"
         f" load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
     )
+    cores = os.cpu_count() or 1
+    if max(load, os.getloadavg()[0]) > cores:
+        heading += (
+            f"\n# busy machine (load average above its {cores} cores): medians include other"
+            " processes' time;\n# the bests (b) are the steadier reading of the sandbox's own cost"
+        )
     print_table(bench, heading)
     sys.stdout.flush()
 
