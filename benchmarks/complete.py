@@ -1,23 +1,41 @@
-"""Cost of complete mode: ``python-sb`` against plain ``python``, in one run, as ratios.
+"""Cost of complete mode: ``python-sb`` against plain ``python``, in one run, one table.
 
-Run with the installed packages: ``python benchmarks/complete.py``. Each guarded
-operation is timed inside the program (best of several rounds), under plain python and
-under python-sb with rules exposing a small tree, once per kernel provider (the Python
-layer alone, Landlock, unshare, bubblewrap); start-up is timed from outside. The table
-shows plain Python's absolute cost and each provider's ratio to it.
-The last column (``audit-log``) is Landlock with a decision log of every access
-(``audit-log=``): its targets are the same as the others'.
-Targets (docs/design): start-up <= 100 ms, file operations <= 1.5x, a TCP connection to an
-allowed loopback port <= 1.2x, a fresh import of an allowed module <= 1.5x, compute
-1.0x. An import statement naming a module already loaded is a dictionary lookup in plain
-Python; the sandbox judges it too (a function call and an audit event), so its ratio is
-large on a tiny base: the row shows the absolute cost.
+Run with the installed packages: ``python benchmarks/complete.py`` (2 to 4 minutes on a
+2-core machine; ``--quick`` for a short, rough run; ``--providers landlock,learn`` to
+choose the columns). Each guarded operation is timed inside the program
+(``complete_program.py``), whose working directory is the benchmark's tree: on a relative
+path (``open("data/sub/file.txt")``, as programs are written) and on an absolute one, as
+separate rows. Every measure is taken in many batches, pooled over rounds that alternate
+plain python and each column, so a burst of load on the machine skews no single column.
+
+Columns: ``python`` (absolute cost per operation); ``floor``, the same program under plain
+python with a do-nothing audit hook (``sys.addaudithook(lambda e, a: None)``): what any
+audit-hook sandbox pays before judging anything; one column per kernel provider under
+``python-sb`` (``subprocess``: the Python layer alone; ``landlock``, the default;
+``unshare``; ``bwrap``); ``audit-log``, Landlock with every decision logged
+(``audit-log=``); ``learn``, ``python-sb --learn`` with no rule file, each access recorded.
+
+Each cell is the median with half its p25-p75 spread (as a share of the median) and the
+best (``b``). Ratios are of medians (``b``: of bests) to plain python, except ``learn``,
+whose ratio is to the enforcing ``landlock`` run. A cell that misses its target ends with
+``!``. Targets (issue 21, docs/usage.md#cost): start-up (``python-sb -c pass``, wall) <= 50
+ms; open+read, ``os.stat``, ``os.listdir``, ``Path.read_text``, relative and absolute, a
+fresh import and ``os.environ.get`` <= 1.3x; a TCP connection to an allowed loopback port
+<= 1.15x; compute <= 1.05x; peak RSS of ``python-sb -c pass`` (its largest process) < 15
+MiB; with ``audit-log`` (issue 22) and under ``learn`` against ``landlock`` (issue 21)
+every guarded operation <= 1.5x. An import statement naming a module already loaded is a
+dictionary lookup in plain Python, judged by the sandbox all the same: its row shows the
+absolute cost, without a target.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
+import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -25,80 +43,31 @@ import threading
 import time
 from pathlib import Path
 
-OPERATIONS = r"""
-import json, os, socket, sys, time
-root, port = sys.argv[1], int(sys.argv[2])
-path = os.path.join(root, "data", "sub", "file.txt")
-folder = os.path.join(root, "data", "sub")
-
-def best(fn, n):
-    result = 1e9
-    for _ in range(7):
-        start = time.perf_counter()
-        fn(n)
-        result = min(result, (time.perf_counter() - start) / n)
-    return result
-
-def open_read(n):
-    for _ in range(n):
-        with open(path) as handle:
-            handle.read()
-
-def stat(n):
-    for _ in range(n):
-        os.stat(path)
-
-def listdir(n):
-    for _ in range(n):
-        os.listdir(folder)
-
-def connect(n):
-    for _ in range(n):
-        socket.create_connection(("127.0.0.1", port)).close()
-
-def fresh_import(n):
-    for _ in range(n):
-        sys.modules.pop("colorsys", None)
-        import colorsys
-
-def cached_import(n):
-    for _ in range(n):
-        import colorsys
-
-def compute(n):
-    total = 0
-    for i in range(n):
-        total += i * i % 7
-
-print(json.dumps({
-    "open+read": best(open_read, 2000),
-    "os.stat": best(stat, 5000),
-    "os.listdir": best(listdir, 2000),
-    "tcp connect": best(connect, 1000),
-    "fresh import": best(fresh_import, 300),
-    "import statement": best(cached_import, 20000),
-    "compute": best(compute, 200000),
-}))
-"""
-
-TARGETS = {
-    "open+read": 1.5,
-    "os.stat": 1.5,
-    "os.listdir": 1.5,
-    "tcp connect": 1.2,
-    "fresh import": 1.5,
-    "import statement": 10.0,
+PROGRAM = Path(__file__).with_name("complete_program.py")
+PROVIDERS = ("subprocess", "landlock", "unshare", "bwrap", "audit-log", "learn")
+KERNELS = ("subprocess", "landlock", "unshare", "bwrap")
+# Each operation's target ratio to plain python under every kernel provider; None: the row
+# shows absolute costs.
+TARGETS: dict[str, float | None] = {
+    "open+read rel": 1.3,
+    "open+read abs": 1.3,
+    "os.stat rel": 1.3,
+    "os.stat abs": 1.3,
+    "os.listdir rel": 1.3,
+    "os.listdir abs": 1.3,
+    "Path.read_text rel": 1.3,
+    "Path.read_text abs": 1.3,
+    "fresh import": 1.3,
+    "tcp connect": 1.15,
+    "os.environ.get": 1.3,
     "compute": 1.05,
+    "import statement": None,
 }
-
-
-def wall(command: list[str], cwd: Path, rounds: int = 15) -> float:
-    best = 1e9
-    for _ in range(rounds):
-        start = time.perf_counter()
-        subprocess.run(command, cwd=cwd, check=True, capture_output=True)
-        best = min(best, time.perf_counter() - start)
-    return best
+LOGGED_TARGET = 1.5  # audit-log against python, learn against landlock (compute: 1.05)
+START_TARGET = 0.050
+RSS_TARGET = 15 * 1024  # KiB
+MIB = 1024
+WIDTH = 19
 
 
 def listener() -> int:
@@ -115,67 +84,296 @@ def listener() -> int:
     return server.getsockname()[1]
 
 
-PROVIDERS = ("subprocess", "landlock", "unshare", "bwrap", "audit-log")
-ROUNDS = 3
+def rules(column: str, port: int, tree: Path) -> str:
+    """The rule file of a ``python-sb`` column (none for ``learn``)."""
+    kernel = "landlock" if column == "audit-log" else column
+    logged = f"audit-log={tree}/log/audit.jsonl\n" if column == "audit-log" else ""
+    return (
+        f"expose-ro=.\nnet=ALLOW|tcp|127.0.0.1|{port}|OUT\n"
+        "python-import=json, os, socket, sys, time, pathlib, colorsys\n"
+        "env=PYSB_BENCH=${PYSB_BENCH}\n"
+        f"os-sandbox={kernel}\n{logged}"
+    )
 
 
-def best_of(
-    results: dict[str, dict[str, float]], column: str, command: list[str], cwd: Path
-) -> bool:
-    """Run the operations once more; keep each measure's best. False if it cannot run."""
-    run = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
-    if run.returncode != 0:
-        if column not in results:
-            print(f"# {column}: cannot run here: {run.stderr.strip().splitlines()[-1]}")
-        return False
-    measured = json.loads(run.stdout)
-    known = results.setdefault(column, measured)
-    for name, value in measured.items():
-        known[name] = min(known[name], value)
-    return True
+def make_tree(tree: Path, column: str, port: int) -> None:
+    """One column's tree: its own rule file, so each start finds the same file each time."""
+    sub = tree / "data" / "sub"
+    sub.mkdir(parents=True)
+    for i in range(30):
+        (sub / f"f{i}.txt").write_text("x" * 100)
+    (sub / "file.txt").write_text("hello\n" * 20)
+    (tree / "log").mkdir()
+    shutil.copyfile(PROGRAM, tree / "bench.py")
+    if column in PROVIDERS and column != "learn":
+        (tree / ".py-sandboxes").write_text(rules(column, port, tree))
+
+
+def command(column: str, python_sb: str) -> list[str]:
+    """How a column runs a program: the arguments before the program's own."""
+    if column in ("python", "floor"):
+        return [sys.executable]
+    if column == "learn":
+        return [python_sb, "--learn"]
+    return [python_sb]
+
+
+def why(run: subprocess.CompletedProcess[str]) -> str:
+    lines = (run.stderr or run.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit status {run.returncode}"
+
+
+class Bench:
+    """The trees, the listener and the samples of one run."""
+
+    def __init__(self, tmp: Path, columns: list[str], batches: int) -> None:
+        self.python_sb = str(Path(sys.executable).with_name("python-sb"))
+        self.port = listener()
+        self.batches = batches
+        self.env = {**os.environ, "PYSB_BENCH": "1"}
+        self.trees: dict[str, Path] = {}
+        for i, column in enumerate(columns):
+            self.trees[column] = tmp / f"c{i:02d}"
+            make_tree(self.trees[column], column, self.port)
+        self.columns = columns
+        self.samples: dict[str, dict[str, list[float]]] = {}
+        self.start: dict[str, list[float]] = {}
+        self.rss: dict[str, int] = {}
+        self.broken: dict[str, str] = {}
+
+    def run_operations(self, column: str) -> None:
+        """Run the program once more in ``column``; pool its batches with the earlier ones."""
+        tree = self.trees[column]
+        args = ["bench.py", str(tree), str(self.port), str(self.batches)]
+        if column == "floor":
+            args.append("hook")
+        learned = tree / ".py-sandboxes"
+        if column == "learn":
+            learned.unlink(missing_ok=True)
+        run = subprocess.run(
+            command(column, self.python_sb) + args,
+            cwd=tree,
+            env=self.env,
+            capture_output=True,
+            text=True,
+        )
+        if column == "learn":
+            learned.unlink(missing_ok=True)
+        if run.returncode != 0:
+            self.broken[column] = why(run)
+            return
+        measured = json.loads(run.stdout.strip().splitlines()[-1])
+        pooled = self.samples.setdefault(column, {})
+        for name, values in measured.items():
+            pooled.setdefault(name, []).extend(values)
+
+    def wall(self, column: str) -> None:
+        """Time ``-c pass`` once more in ``column`` (from outside, wall clock)."""
+        begin = time.perf_counter()
+        run = subprocess.run(
+            command(column, self.python_sb) + ["-c", "pass"],
+            cwd=self.trees[column],
+            env=self.env,
+            capture_output=True,
+            text=True,
+        )
+        elapsed = time.perf_counter() - begin
+        if run.returncode != 0:
+            self.broken[column] = why(run)
+            return
+        self.start.setdefault(column, []).append(elapsed)
+
+    def peak_rss(self, column: str, runs: int) -> None:
+        """Median over ``runs`` of the largest resident set of ``-c pass``'s processes.
+
+        Measured by ``/usr/bin/time`` (a small C parent: a Python parent would lend each
+        child its own high-water mark through fork and exec), else by a fresh Python
+        process's ``RUSAGE_CHILDREN``.
+        """
+        tool = shutil.which("time")
+        found: list[int] = []
+        for _ in range(runs):
+            with tempfile.NamedTemporaryFile("r") as out:
+                if tool:
+                    measure = [tool, "-f", "%M", "-o", out.name]
+                else:
+                    measure = [
+                        sys.executable,
+                        "-c",
+                        "import resource, subprocess, sys;"
+                        "subprocess.run(sys.argv[2:], capture_output=True);"
+                        "r = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss;"
+                        "open(sys.argv[1], 'w').write(str(r))",
+                        out.name,
+                    ]
+                cmd = measure + command(column, self.python_sb) + ["-c", "pass"]
+                subprocess.run(cmd, cwd=self.trees[column], env=self.env, capture_output=True)
+                text = out.read().strip().splitlines()
+            if text and text[-1].isdigit():
+                found.append(int(text[-1]))
+        if found:
+            self.rss[column] = int(statistics.median(found))
+
+
+def rotated(columns: list[str], turn: int) -> list[str]:
+    shift = turn % len(columns)
+    return columns[shift:] + columns[:shift]
+
+
+def summary(values: list[float]) -> tuple[float, float, float]:
+    """Median, half the p25-p75 spread as a share of the median, best."""
+    ordered = sorted(values)
+    median = statistics.median(ordered)
+    if len(ordered) > 1:
+        low, _, high = statistics.quantiles(ordered, n=4)
+    else:
+        low = high = median
+    return median, (high - low) / 2 / median, ordered[0]
+
+
+def duration(seconds: float) -> str:
+    """A short absolute cost: ns, us or ms, three figures at most."""
+    for unit, scale in (("ns", 1e9), ("us", 1e6), ("ms", 1e3)):
+        value = seconds * scale
+        if value < 1000 or unit == "ms":
+            return f"{value:.2f}{unit}" if value < 10 else f"{value:.0f}{unit}"
+    raise AssertionError
+
+
+def cell(median: str, spread: float, best: str, miss: bool) -> str:
+    return f"{median}±{spread * 100:.0f}% b{best}{'!' if miss else ''}"
+
+
+def target_of(column: str, name: str) -> float | None:
+    """The ratio ``column`` must keep on the row ``name`` (None: no target)."""
+    if column in KERNELS:
+        return TARGETS[name]
+    if column in ("audit-log", "learn") and TARGETS[name] is not None:
+        return TARGETS["compute"] if name == "compute" else LOGGED_TARGET
+    return None
+
+
+def operation_cells(bench: Bench, name: str) -> list[str]:
+    cells: list[str] = []
+    for column in bench.columns:
+        if name not in bench.samples.get(column, {}):
+            cells.append("-")
+            continue
+        median, spread, best = summary(bench.samples[column][name])
+        if column == "python" or TARGETS[name] is None:
+            cells.append(cell(duration(median), spread, duration(best), False))
+            continue
+        base = "landlock" if column == "learn" else "python"
+        if name not in bench.samples.get(base, {}):
+            cells.append("-")
+            continue
+        base_median, _, base_best = summary(bench.samples[base][name])
+        ratio = median / base_median
+        target = target_of(column, name)
+        miss = target is not None and round(ratio, 2) > target
+        cells.append(cell(f"{ratio:.2f}x", spread, f"{best / base_best:.2f}x", miss))
+    return cells
+
+
+def start_cells(bench: Bench) -> list[str]:
+    cells: list[str] = []
+    for column in bench.columns:
+        if column not in bench.start:
+            cells.append("-")
+            continue
+        median, spread, best = summary(bench.start[column])
+        miss = column in KERNELS and median > START_TARGET
+        cells.append(cell(duration(median), spread, duration(best), miss))
+    return cells
+
+
+def rss_cells(bench: Bench) -> list[str]:
+    cells: list[str] = []
+    for column in bench.columns:
+        if column not in bench.rss:
+            cells.append("-")
+            continue
+        miss = column in KERNELS and bench.rss[column] >= RSS_TARGET
+        cells.append(f"{bench.rss[column] / MIB:.1f}MiB{'!' if miss else ''}")
+    return cells
+
+
+def print_table(bench: Bench, heading: str) -> None:
+    print(heading)
+    for column, reason in bench.broken.items():
+        print(f"# {column}: cannot run here: {reason}")
+    header = "".join(f"{column:>{WIDTH}}" for column in bench.columns)
+    print(f"{'measure':<20}{header}{'target':>10}")
+    rows = [
+        ("start-up -c pass", start_cells(bench), f"<={START_TARGET * 1e3:.0f}ms"),
+        ("peak RSS -c pass", rss_cells(bench), f"<{RSS_TARGET // MIB}MiB"),
+    ]
+    for name, target in TARGETS.items():
+        shown = "abs. cost" if target is None else f"<={target}x"
+        rows.append((name, operation_cells(bench, name), shown))
+    for label, cells, target in rows:
+        print(f"{label:<20}" + "".join(f"{c:>{WIDTH}}" for c in cells) + f"{target:>10}")
+    print(
+        "# cells: median ± half its p25-p75 spread, b = best; ratios of medians (b: of bests)"
+        " to python;\n# rel/abs: relative/absolute path; '!': misses its target (the"
+        " target column: subprocess,\n# landlock, unshare, bwrap). floor: plain python with"
+        " a do-nothing audit hook.\n# audit-log: landlock with audit-log=, target <=1.5x"
+        " (compute <=1.05x). learn: python-sb\n# --learn, no rule file, ratio to the"
+        " ENFORCING landlock run, target <=1.5x (compute <=1.05x).\n# peak RSS: largest"
+        " process of python-sb -c pass (median of runs); start-up: wall from outside."
+    )
 
 
 def main() -> None:
-    python_sb = str(Path(sys.executable).with_name("python-sb"))
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="a short, rough run")
+    parser.add_argument(
+        "--providers",
+        default=",".join(PROVIDERS),
+        help=f"columns after python and floor, comma-separated, of: {', '.join(PROVIDERS)}",
+    )
+    options = parser.parse_args()
+    chosen = {name.strip() for name in options.providers.split(",") if name.strip()}
+    if chosen - set(PROVIDERS):
+        parser.error(f"unknown providers: {', '.join(sorted(chosen - set(PROVIDERS)))}")
+    if "learn" in chosen:
+        chosen.add("landlock")  # learn's ratio is to the enforcing landlock run
+    columns = ["python", "floor", *(p for p in PROVIDERS if p in chosen)]
+    rounds, batches, starts, rss_runs = (2, 3, 5, 1) if options.quick else (8, 10, 20, 3)
+    load = os.getloadavg()[0]
+    begin = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        sub = root / "data" / "sub"
-        sub.mkdir(parents=True)
-        for i in range(30):
-            (sub / f"f{i}.txt").write_text("x" * 100)
-        (sub / "file.txt").write_text("hello\n" * 20)
-        (root / "log").mkdir()
-        (root / "bench.py").write_text(OPERATIONS)
-        port = str(listener())
-        args = ["bench.py", tmp, port]
-        start = {"python": wall([sys.executable, "-c", "pass"], root)}
-        results: dict[str, dict[str, float]] = {}
-        # Rounds alternate plain python and each provider, and each measure keeps its best:
-        # a burst of load on the machine then skews no single column.
-        for _ in range(ROUNDS):
-            best_of(results, "python", [sys.executable, *args], root)
-            for provider in PROVIDERS:
-                # The last column: Landlock with every decision logged (audit-log=).
-                audit = provider == "audit-log"
-                kernel = "landlock" if audit else provider
-                logged = f"audit-log={tmp}/log/audit.jsonl\n" if audit else ""
-                (root / ".py-sandboxes").write_text(
-                    f"expose-ro=.\nnet=ALLOW|tcp|127.0.0.1|{port}|OUT\n"
-                    "python-import=json, os, socket, sys, time, colorsys\n"
-                    f"os-sandbox={kernel}\n{logged}"
-                )
-                if not best_of(results, provider, [python_sb, *args], root):
-                    continue
-                if provider not in start:
-                    start[provider] = wall([python_sb, "-c", "pass"], root)
-    boxes = [p for p in PROVIDERS if p in results]
-    print(f"{'measure':<20}{'python':>10}" + "".join(f"{p:>12}" for p in boxes) + f"{'target':>9}")
-    cells = "".join(f"{start[p] * 1e3:>10.1f}ms" for p in boxes)
-    print(f"{'start-up (-c pass)':<20}{start['python'] * 1e3:>8.1f}ms{cells}{'<=100ms':>9}")
-    for name, target in TARGETS.items():
-        base = results["python"][name]
-        cells = "".join(f"{results[p][name] / base:>11.2f}x" for p in boxes)
-        print(f"{name:<20}{base * 1e6:>8.2f}us{cells}{'<=' + str(target) + 'x':>9}")
+        bench = Bench(Path(tmp).resolve(), columns, batches)
+        # Rounds alternate plain python and each column: a burst of load on the machine
+        # then lands on several columns' batches, never on one column's alone.
+        # Each round starts one column later, so no column always follows the same one.
+        for turn in range(rounds):
+            for column in rotated(columns, turn):
+                if column not in bench.broken:
+                    bench.run_operations(column)
+        started = [c for c in columns if c not in ("floor", "learn") and c not in bench.broken]
+        for column in started:
+            bench.wall(column)  # untimed: the first start fills the file system's caches
+            bench.start.pop(column, None)
+        for turn in range(starts):
+            for column in rotated(started, turn):
+                if column not in bench.broken:
+                    bench.wall(column)
+        for column in started:
+            if column not in bench.broken:
+                bench.peak_rss(column, rss_runs)
+    heading = (
+        f"# benchmarks/complete.py: {rounds} rounds x {batches} batches per column,"
+        f" start-up {starts} runs, {time.perf_counter() - begin:.0f} s;"
+        f" load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+    )
+    cores = os.cpu_count() or 1
+    if max(load, os.getloadavg()[0]) > cores:
+        heading += (
+            f"\n# busy machine (load average above its {cores} cores): medians include other"
+            " processes' time;\n# the bests (b) are the steadier reading of the sandbox's own cost"
+        )
+    print_table(bench, heading)
     sys.stdout.flush()
 
 
