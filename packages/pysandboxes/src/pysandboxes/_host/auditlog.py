@@ -19,8 +19,6 @@ import threading
 import time
 
 from pysandboxes._record import record
-from pysandboxes._wire.codec import decode_decisions
-from pysandboxes._wire.decisions import log_line
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -98,6 +96,7 @@ class LogWriter:
 
     def _read(self) -> None:
         pending = b""
+        decode = None  # imported with the first decision: a run with none never needs it
         while True:
             try:
                 chunk = os.read(self._pipe, _READ)
@@ -105,7 +104,9 @@ class LogWriter:
                 chunk = b""
             if not chunk:
                 break
-            found, pending, dropped = decode_decisions(pending + chunk)
+            if decode is None:
+                from pysandboxes._wire.codec import decode_decisions as decode
+            found, pending, dropped = decode(pending + chunk)
             self.write(found, dropped)
         if pending.strip():
             self._dropped += 1  # the child died while writing a line: never half a line
@@ -131,6 +132,8 @@ class LogWriter:
                     continue
                 if self._log is None:
                     continue
+                from pysandboxes._wire.decisions import log_line
+
                 try:
                     os.write(self._log, log_line(decision, stamp, self.mode).encode())
                 except OSError:
@@ -257,26 +260,26 @@ class AuditRun:
                 pass
 
     def argument(self) -> str:
-        """The run as one command-line argument of the waiter."""
-        import json
-
-        names = ("read_fd", "log_fd", "path", "keep_allowed", "quiet", "rule_file")
-        return json.dumps({name: getattr(self, name) for name in names})
+        """The run as one command-line argument of the waiter: its numbers, then the log's
+        path and the rule file's name, each after its length (no json: the waiter of every
+        run reads it, and importing json costs it milliseconds)."""
+        numbers = (self.read_fd, self.log_fd, int(self.keep_allowed), int(self.quiet))
+        return ",".join(map(str, numbers)) + "".join(
+            f",{len(text)}:{text}" for text in (self.path, self.rule_file)
+        )
 
 
 def parse_argument(argument: str) -> AuditRun:
     """Read ``AuditRun.argument``'s output (from the launcher, the trusted side)."""
-    import json
-
-    fields = json.loads(argument)
+    read_fd, log_fd, keep_allowed, quiet, rest = argument.split(",", 4)
+    texts: list[str] = []
+    for _ in range(2):
+        size, _, rest = rest.partition(":")
+        texts.append(rest[: int(size)])
+        rest = rest[int(size) + 1 :]  # the text, then the comma before the next one
+    path, rule_file = texts
     return AuditRun(
-        fields["read_fd"],
-        -1,
-        fields["log_fd"],
-        fields["path"],
-        fields["keep_allowed"],
-        fields["quiet"],
-        fields["rule_file"],
+        int(read_fd), -1, int(log_fd), path, keep_allowed == "1", quiet == "1", rule_file
     )
 
 

@@ -10,10 +10,17 @@ memory. The waiter keeps the child (same process), its blocked signals and its e
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 from pysandboxes._kernel.relay import WATCHED, wait
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+else:
+    # The C module: signal's enums import enum, functools and collections, milliseconds
+    # of every start of the waiter. The numbers and functions are the same.
+    import _signal as signal
 
 #: How the waiter relays signals, per provider (see ``_kernel.relay.wait``).
 RELAY = {"bwrap": "session", "unshare": "init"}

@@ -9,7 +9,15 @@ signals, nothing of rules.
 from __future__ import annotations
 
 import os
-import signal
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+else:
+    # The C module: signal's enums import enum, functools and collections, milliseconds
+    # of every start of the waiter and of the processes in front of the program. The
+    # numbers and functions are the same.
+    import _signal as signal
 
 #: Signals sent to ``python-sb`` that the program receives too.
 FORWARDED = (
