@@ -16,29 +16,6 @@ from listener import Listener
 from runner import Runner
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Tests of tens of seconds each (the test command prints the slowest: --durations), the
-#: longest first. They run first: under pytest-xdist a long test started last keeps one
-#: worker busy while the others have nothing left, and the versions' runs wait for it.
-SLOW_FIRST = (
-    "tests/test_install.py::",
-    "tests/escapes/test_library_code_generation.py::",
-    "tests/escapes/test_native_through_libraries.py::",
-    "tests/realworld/",
-    "tests/learning/test_library_grants.py::",
-    "tests/integrations/",
-    "tests/escapes/test_process_leftovers.py::",
-    "tests/partial/test_partial_codec.py::",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first, in ``SLOW_FIRST``'s order; then the rest, as collected."""
-
-    def rank(item: pytest.Item) -> int:
-        found = [i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)]
-        return found[0] if found else len(SLOW_FIRST)
-
-    items.sort(key=rank)
 
 
 @pytest.fixture(scope="session")
