@@ -15,10 +15,7 @@ from pathlib import Path
 import pytest
 
 from listener import Listener
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
-    from conftest import Runner
+from runner import Runner
 
 
 def read_log(path: Path) -> list[dict[str, object]]:
@@ -296,3 +293,18 @@ def test_native_code_cannot_truncate_or_remove_the_log_under_a_kernel_layer(
     result = sb("--quiet-refusals", "-c", NATIVE)
     assert result.stdout == "open refused\nunlink refused\n", result.stdout + result.stderr
     assert read_log(project / "audit.jsonl")  # the lines written survive, each parses
+
+
+def test_a_log_and_rule_file_named_with_commas_and_colons_are_still_the_ones_written(
+    sb: Runner, project: Path
+) -> None:
+    # The trusted side hands the waiter the log's path and the rule file's name in one
+    # argument: a name that looks like its separators must not shift what it reads.
+    folder = project / "a,1:b"
+    folder.mkdir()
+    (folder / ".py-sandboxes").write_text("expose-ro=.\naudit-log=./x,2:y.jsonl\n")
+    result = Runner(sb.command, folder)("-c", SWALLOWED)
+    assert result.returncode == 0, result.stderr
+    log = read_log(folder / "x,2:y.jsonl")
+    find(log, "file", "/etc/hostname", "refused")
+    assert "x,2:y.jsonl" in result.stderr  # the summary points at the log
