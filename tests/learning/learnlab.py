@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+from pysandboxes._wire.codec import Event, decode_events
 
 #: The active lines of a fresh template: they grant nothing.
 TEMPLATE_LINES = frozenset({"py-sandbox=true", "os-sandbox=${OS_SANDBOX:-landlock}"})
@@ -16,3 +19,15 @@ def granted(path: Path) -> list[str]:
         if text and not text.startswith("#") and text not in TEMPLATE_LINES:
             rules.append(text)
     return rules
+
+
+def sent_events(read_end: int) -> list[Event]:
+    """What a recorder under test has written to its pipe so far, decoded, none dropped."""
+    os.set_blocking(read_end, False)
+    try:
+        data = os.read(read_end, 1 << 20)
+    except BlockingIOError:
+        data = b""
+    events, dropped = decode_events([data])
+    assert dropped == 0
+    return events

@@ -6,12 +6,12 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from learnlab import sent_events
 
 from pysandboxes._inside.enforce import Connection, FileAccess, Messages
 from pysandboxes._inside.recorder import Learning
 from pysandboxes._policy.judge import PLANTED_RULES
 from pysandboxes._policy.model import Access, Origin, Verdict
-from pysandboxes._wire.codec import Event, decode_events
 from pysandboxes.errors import RuleApiPermissionError, RulePermissionError
 
 
@@ -21,17 +21,6 @@ def pipe() -> Iterator[tuple[int, int]]:
     yield read_end, write_end
     os.close(read_end)
     os.close(write_end)
-
-
-def _events(read_end: int) -> list[Event]:
-    os.set_blocking(read_end, False)
-    try:
-        data = os.read(read_end, 1 << 16)
-    except BlockingIOError:
-        data = b""
-    events, dropped = decode_events([data])
-    assert dropped == 0
-    return events
 
 
 def _learning(write_end: int) -> Learning:
@@ -48,7 +37,7 @@ def test_refusals_become_events_and_the_access_goes_on(pipe: tuple[int, int]) ->
     learning.env_read("HOME")
     target = Connection("tcp", "127.0.0.1", 8080, "OUT", ("127.0.0.1",))
     learning.refuse_connection("refused", "127.0.0.1:8080", None, target)
-    events = _events(pipe[0])
+    events = sent_events(pipe[0])
     assert [(e.family, e.name, e.access) for e in events] == [
         ("file", "/project/data.txt", "read"),
         ("import", "csv", "module"),
@@ -73,7 +62,7 @@ def test_cant_reach_the_guards_while_learning(pipe: tuple[int, int]) -> None:
     learning = _learning(pipe[1])
     with pytest.raises(RuleApiPermissionError):
         learning.refuse_call("sandbox-internals", "introspection", "refused")
-    assert _events(pipe[0]) == []  # nothing to learn: no rule can allow it
+    assert sent_events(pipe[0]) == []  # nothing to learn: no rule can allow it
 
 
 def test_listings_are_shown_whole_while_learning() -> None:

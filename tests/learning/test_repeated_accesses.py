@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from learnlab import granted
+from learnlab import granted, sent_events
 
 from pysandboxes._inside.enforce import FileAccess, Messages
 from pysandboxes._inside.guards.env import watch_environ
@@ -22,7 +22,6 @@ from pysandboxes._inside.guards.paths import Resolver
 from pysandboxes._inside.recorder import Learning
 from pysandboxes._policy.judge import FileJudge
 from pysandboxes._policy.model import Access, Verdict
-from pysandboxes._wire.codec import decode_events
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
@@ -38,14 +37,7 @@ def pipe() -> Iterator[tuple[int, int]]:
 
 
 def _events(read_end: int) -> list[tuple[str, str, str]]:
-    os.set_blocking(read_end, False)
-    try:
-        data = os.read(read_end, 1 << 20)
-    except BlockingIOError:
-        data = b""
-    events, dropped = decode_events([data])
-    assert dropped == 0
-    return [(event.family, event.name, event.access) for event in events]
+    return [(event.family, event.name, event.access) for event in sent_events(read_end)]
 
 
 def _learning(write_end: int, project: Path) -> Learning:

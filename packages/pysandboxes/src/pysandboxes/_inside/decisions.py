@@ -20,7 +20,7 @@ import sys
 from _thread import get_ident
 from time import monotonic
 
-from pysandboxes._inside.recorder import program_site
+from pysandboxes._inside.recorder import exists, program_site
 from pysandboxes._policy.model import Access
 from pysandboxes._record import replace
 from pysandboxes._wire.decisions import (
@@ -189,11 +189,7 @@ class DecisionLog:
 
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists (the original ``lstat``: no guard is asked)."""
-        try:
-            self._lstat(path)
-        except (OSError, ValueError):
-            return False
-        return True
+        return exists(path, self._lstat)
 
     # -- sending -----------------------------------------------------------------------
 

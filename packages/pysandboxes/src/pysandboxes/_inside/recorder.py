@@ -26,6 +26,7 @@ from pysandboxes._wire.events import Event, encode_event
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import FrameType
 
     from pysandboxes._inside.enforce import Connection, FileAccess, Messages
@@ -50,6 +51,16 @@ def _acting_for_caller(filename: str) -> bool:
         return filename not in _BOOTSTRAP
     # "<pysandboxes ...>": the sealed hook and the sealed copies of guarded functions.
     return filename.startswith((_STDLIB, "<frozen ", "<pysandboxes "))
+
+
+def exists(path: str, lstat: Callable[[str], object]) -> bool:
+    """Whether ``path`` exists, asked with ``lstat``: the original, taken before the file
+    wrappers, so that no guard judges the recorder's own look."""
+    try:
+        lstat(path)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def program_site(cwd: str) -> tuple[str | None, bool]:
@@ -220,11 +231,7 @@ class Learning:
             self.learned.add((report.real, report.access, report.api))
 
     def _exists(self, path: str) -> bool:
-        try:
-            self._lstat(path)
-        except (OSError, ValueError):
-            return False
-        return True
+        return exists(path, self._lstat)
 
     def env_read(self, name: str) -> bool:
         """Record a read of a variable no rule forwards (called by ``_inside.guards.env``);
