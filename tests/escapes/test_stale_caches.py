@@ -128,3 +128,69 @@ def test_cant_list_outside_directory_by_a_name_listed_before_a_change_of_directo
     code = lab.probe(listed + MOVES[move] + "\nprint('GOT', os.listdir('b'))")
     assert got(lab.control(code), "secret.txt")
     lab.refused(code, "RuleFileNotFoundError")
+
+
+#: The last look of an ``open`` taken round its ``_before`` (``guards.shortcuts``), run in
+#: a plain interpreter: a stand-in for ``open`` changes directory while it "opens", as
+#: another thread of the program could, and a hook records what the guards are asked.
+LAST_LOOK = """
+import os, sys
+from pysandboxes._inside.guards.shortcuts import seen_open
+from pysandboxes._inside.guards.workdir import WorkingDirectory
+from pysandboxes._policy.model import Access
+
+asked = []
+def hook(event, args):
+    if event == 'pysandboxes.opened':
+        asked.append(args[1])
+        if REFUSE:
+            raise PermissionError('refused')
+sys.addaudithook(hook)
+
+class Handle:
+    closed = False
+    def fileno(self):
+        return 0
+    def close(self):
+        self.closed = True
+
+workdir = WorkingDirectory(os.getcwd)
+workdir.keep = lambda directory: True
+workdir.current()
+workdir.seen.names.add(('data/file.txt', Access.READ))
+handle = Handle()
+def stand_in(file, mode='r', *args, **kwargs):
+    if MOVE:
+        workdir.notice(False)  # what the chdir wrapper does
+        workdir.notice(True)
+    return handle
+def before(*args, **kwargs):
+    raise AssertionError('the name was seen: _before is not asked')
+wrapped = seen_open(stand_in, before, {'__builtins__': __builtins__}, workdir, Access.READ)
+try:
+    print('RESULT', wrapped('data/file.txt') is handle, asked, handle.closed)
+except PermissionError:
+    print('RESULT refused', asked, handle.closed)
+"""
+
+
+@pytest.mark.parametrize(
+    ("move", "refuse", "expected"),
+    [
+        (False, False, "RESULT True [] False"),
+        (True, False, "RESULT True ['data/file.txt'] False"),
+        (True, True, "RESULT refused ['data/file.txt'] True"),
+    ],
+)
+def test_cant_open_a_judged_name_in_another_directory_changed_to_while_it_opened(
+    move: bool, refuse: bool, expected: str
+) -> None:
+    # A name seen is opened without its _before; when the directory changed meanwhile,
+    # what was opened goes to the hook, which may refuse it: the file is then closed.
+    import subprocess
+    import sys
+
+    script = f"MOVE, REFUSE = {move}, {refuse}\n" + LAST_LOOK
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert expected in done.stdout

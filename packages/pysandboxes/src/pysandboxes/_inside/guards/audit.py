@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import opcode
 import sys
-from types import CodeType, FrameType, FunctionType, MappingProxyType
+from types import CodeType, FrameType, FunctionType
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,10 +31,16 @@ if TYPE_CHECKING:
 # (code objects reach the program: the standard library reads a traceback's f_code, and
 # so does whatever it calls with getattr): it is the default of ``_dispatch``, taken onto
 # the stack and the local set to None before the call, so f_locals does not show it.
+# ``_dispatch`` is the ``get`` of a dict of the handlers that nothing else holds (a
+# ``MappingProxyType`` would look ``get`` up by name on every event): the hook calls the
+# handler it returns, or "@1" (``len`` of the arguments: nothing, and no event of its
+# own, which ``id`` would raise) for an event no guard watches.
+# No Python frame stands between the hook and a handler: every audit event of the
+# process, watched or not, pays for the hook alone.
 _SEALED_SOURCE = """
 def hook(event, args, *, _dispatch=None):
     try:
-        (_dispatch, (_dispatch := None))[0](event, args)
+        (_dispatch, (_dispatch := None))[0](event, "@1")(args)
     except "@0" as refusal:
         refusal.__context__ = None
         refusal.__cause__ = None
@@ -58,25 +64,17 @@ class AuditHook:
             self._handlers[event] = handler if known is None else _chain(known, handler)
 
     def install(self) -> FunctionType:
-        """Add the hook to the interpreter, for good; return it (for tests only)."""
-        hook = seal(_dispatcher(MappingProxyType(dict(self._handlers))), self.globals)
+        """Add the hook to the interpreter, for good; return it (for tests only).
+
+        No "busy" mark skips the events raised while a handler runs: a signal handler, a
+        garbage-collector callback or a finalizer of the program can run in that window,
+        and its accesses must be judged like any other. The handlers' own events (frame
+        reads) are simply judged too, and pass. An event named by a ``str`` subclass of
+        the program's is looked up as the string it claims to be: it can only ask for
+        what ``sys.audit`` with that name would."""
+        hook = seal(dict(self._handlers).get, self.globals)
         sys.addaudithook(hook)
         return hook
-
-
-def _dispatcher(handlers: Mapping[str, Handler]) -> Callable[[str, tuple[Any, ...]], None]:
-    # No "busy" mark that skips events raised while a handler runs: a signal handler, a
-    # garbage-collector callback or a finalizer of the program can run in that window,
-    # and its accesses must be judged like any other. The handlers' own events (frame
-    # reads) are simply judged too, and pass.
-    def dispatch(event: str, args: tuple[Any, ...]) -> None:
-        if type(event) is not str:
-            return  # sys.audit() with an odd name from the program: nothing happens
-        handler = handlers.get(event)
-        if handler is not None:
-            handler(args)
-
-    return dispatch
 
 
 class _Probe(Exception):
@@ -94,11 +92,13 @@ def current_frame() -> FrameType:
 
 
 def seal(
-    dispatch: Callable[[str, tuple[Any, ...]], None], globals_: dict[str, object]
+    dispatch: Callable[[str, Callable[[object], object]], Callable[[tuple[Any, ...]], object]],
+    globals_: dict[str, object],
 ) -> FunctionType:
-    """Build the sealed hook around ``dispatch`` (see the module docstring)."""
+    """Build the sealed hook around ``dispatch``, which gives the handler of an event or
+    the default it is passed (see the module docstring)."""
     return sealed_function(
-        _SEALED_SOURCE, (BaseException,), globals_, HOOK_FILENAME, {"_dispatch": dispatch}
+        _SEALED_SOURCE, (BaseException, len), globals_, HOOK_FILENAME, {"_dispatch": dispatch}
     )
 
 
@@ -195,7 +195,7 @@ def wrapper(*args, _original=None, _before=None, **kwargs):
     return result if call[3] is None else call[3](result, None)
 """
 #: The file the wrappers' code is named after: tracebacks cut the sandbox's own frames.
-_WRAPPER_FILE = __file__.rpartition("/")[0] + "/<judged wrapper>"
+WRAPPER_FILE = __file__.rpartition("/")[0] + "/<judged wrapper>"
 
 if TYPE_CHECKING:
     #: What a wrapper's ``_before`` returns: ``(instead, args, kwargs, after)``.
@@ -218,15 +218,22 @@ def sealed_wrapper(
 
     It looks like the original to ``help()`` and IPython: same name, docstring and
     signature (``__text_signature__``, which ``inspect`` reads before any code)."""
-    name = name or original.__name__
-    made = sealed_function(
-        _WRAPPER_SOURCE,
-        (BaseException,),
-        globals_,
-        _WRAPPER_FILE,
-        {"_original": original, "_before": before},
-        name,
+    return dressed(
+        original,
+        sealed_function(
+            _WRAPPER_SOURCE,
+            (BaseException,),
+            globals_,
+            WRAPPER_FILE,
+            {"_original": original, "_before": before},
+            name or original.__name__,
+        ),
     )
+
+
+def dressed(original: Callable[..., Any], made: FunctionType) -> FunctionType:
+    """``made``, looking like ``original`` to ``help()`` and IPython."""
+    name = made.__name__
     made.__qualname__ = getattr(original, "__qualname__", name)
     made.__doc__ = original.__doc__
     made.__module__ = getattr(original, "__module__", None) or "posix"

@@ -345,6 +345,13 @@ class FileGuard(ChangeEvents):
         writes = (type(flags) is int and flags & _WRITE_FLAGS) or (
             type(mode) is str and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)
         )
+        if (
+            type(path) is str
+            and mode is not None  # os.open's event: a name may be relative to a dir_fd
+            and self.log is None  # the decision log counts every access
+            and (path, _WRITE if writes else _READ) in self.workdir.seen.names
+        ):
+            return  # judged in a stable part, against this working directory: the same
         if mode is None:
             # os.open's event carries no dir_fd: a relative name may be resolved from a
             # descriptor the guard cannot see. The wrapper passes absolute names only.

@@ -27,7 +27,7 @@ import posix
 import sys
 
 from pysandboxes._inside.guards.audit import sealed_function, sealed_wrapper
-from pysandboxes._inside.guards.listings import listdir_before, path_arg, scandir_before
+from pysandboxes._inside.guards.listings import LISTED, listdir_before, path_arg, scandir_before
 from pysandboxes._inside.guards.pinned import (
     Pinner,
     changes_one_path,
@@ -39,6 +39,7 @@ from pysandboxes._inside.guards.pinned import (
     relative_to,
     symlink,
 )
+from pysandboxes._inside.guards.shortcuts import seen_look, seen_open
 from pysandboxes._inside.guards.workdir import KNOWN_SOURCE, NOTICE_SOURCE
 from pysandboxes._policy.model import Access
 
@@ -308,7 +309,10 @@ def install(workdir: WorkingDirectory, sealed_globals: dict[str, object]) -> Non
     for name in _METADATA:
         original = getattr(posix, name, None)
         if original is not None:
-            judged[name] = wrap(original, _metadata(name, known))
+            follow = name not in _NO_FOLLOW
+            judged[name] = seen_look(
+                original, _metadata(name, known), sealed_globals, workdir, follow
+            )
     judged["open"] = wrap(posix.open, _os_open_before(pinner))
     pinner.bind(judged["open"], judged["readlink"])
     for name in _CREATING:
@@ -324,11 +328,13 @@ def install(workdir: WorkingDirectory, sealed_globals: dict[str, object]) -> Non
     judged["symlink"] = wrap(posix.symlink, symlink(pinner))
     for name in ("chdir", "fchdir"):
         judged[name] = wrap(getattr(posix, name), _chdir_before(notice))
-    judged["listdir"] = wrap(posix.listdir, listdir_before(known))
+    judged["listdir"] = seen_look(
+        posix.listdir, listdir_before(known), sealed_globals, workdir, LISTED
+    )
     judged["scandir"] = wrap(posix.scandir, scandir_before(judged["stat"]))
     for name, wrapper in judged.items():
         put(name, wrapper)
-    opener = wrap(builtins.open, _open_before(pinner, known))
+    opener = seen_open(builtins.open, _open_before(pinner, known), sealed_globals, workdir, _READ)
     builtins.open = opener
     io.open = opener
     io.FileIO = FileIO  # type: ignore[misc]
