@@ -15,7 +15,6 @@ few with the rule line that would allow each, and where the full log is.
 from __future__ import annotations
 
 import os
-import threading
 import time
 
 from pysandboxes._record import record
@@ -90,6 +89,8 @@ class LogWriter:
         self._first: dict[tuple[str, str, str], Decision] = {}
         self._dropped = 0
         self._surfaced = 0
+        import threading  # the waiter's, or partial mode's: python-sb's own start needs none
+
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()

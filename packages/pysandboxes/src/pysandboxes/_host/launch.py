@@ -21,7 +21,6 @@ its exit status, or killed by the same signal.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 
 from pysandboxes._host.auditlog import start_audit
@@ -64,11 +63,16 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal
     from collections.abc import Mapping, Sequence
     from typing import Any
 
     from pysandboxes._policy.discover import Discovery
     from pysandboxes._policy.model import Policy
+else:
+    # The C module: signal's enums import enum, functools and collections, milliseconds
+    # of every start of python-sb. The numbers and functions are the same.
+    import _signal as signal
 
 
 @record

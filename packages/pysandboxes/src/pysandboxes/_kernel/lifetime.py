@@ -28,14 +28,19 @@ the namespace is what makes that sweep certain, not what replaces it.
 from __future__ import annotations
 
 import os
-import signal
 
 from pysandboxes._kernel.relay import WATCHED, wait
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import ctypes
+    import signal
     from collections.abc import Callable, Iterable
+else:
+    # The C module: signal's enums import enum, functools and collections, milliseconds
+    # of every start of the sandboxed interpreter, before its forks. The numbers and
+    # functions are the same.
+    import _signal as signal
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4

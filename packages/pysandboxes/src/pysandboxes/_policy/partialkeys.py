@@ -15,8 +15,6 @@ call timeout and its resource limits.
 
 from __future__ import annotations
 
-import re
-
 from pysandboxes._policy.model import ResultClassRule
 
 TYPE_CHECKING = False
@@ -33,8 +31,10 @@ KEYS = (
     "sandbox-processes",
 )
 SINGLE = KEYS[1:]
-_DOTTED = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*", re.ASCII)
-_AMOUNT = re.compile(r"([0-9][0-9_]*(?:\.[0-9_]*)?)\s*([A-Za-z]*)")
+# Compiled at their first use: every start of python-sb parses rules, few name these keys
+# (``re`` costs milliseconds to import).
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+_AMOUNT = r"([0-9][0-9_]*(?:\.[0-9_]*)?)\s*([A-Za-z]*)"
 _TIME = {"": 1.0, "ms": 0.001, "s": 1.0, "m": 60.0}
 _SIZE = {
     "": 1,
@@ -84,11 +84,13 @@ def parse(builder: Builder, rule: RawRule) -> None:
 
 
 def _classes(builder: Builder, origin: Origin, value: str) -> None:
+    import re
+
     names: set[str] = set()
     for name in (part.strip() for part in value.split(",")):
         module, colon, qualname = name.partition(":")
-        dotted = _DOTTED.fullmatch(module) is not None
-        nested = bool(colon) and _DOTTED.fullmatch(qualname) is not None
+        dotted = re.fullmatch(_DOTTED, module, re.ASCII) is not None
+        nested = bool(colon) and re.fullmatch(_DOTTED, qualname, re.ASCII) is not None
         if dotted and (nested or (not colon and "." in module)):
             names.add(name)
         else:
@@ -102,7 +104,9 @@ def _classes(builder: Builder, origin: Origin, value: str) -> None:
 
 
 def _amount(value: str, units: dict[str, float] | dict[str, int]) -> float | None:
-    match = _AMOUNT.fullmatch(value.strip())
+    import re
+
+    match = re.fullmatch(_AMOUNT, value.strip())
     if match is None or match.group(2).lower() not in units:
         return None
     try:

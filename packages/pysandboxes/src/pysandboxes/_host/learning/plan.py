@@ -13,7 +13,6 @@ more than the sandbox: the waiter runs with an empty environment.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
@@ -111,11 +110,15 @@ def plan_argument(plan: Plan) -> str:
     names = ("fd", "output", "cwd", "home", "variables", "host_names", "rule_files")
     more = ("relaxed", "path", "advice", "digest", "commands", "renderer", "start")
     fields = {name: getattr(plan, name) for name in (*names, *more)}
+    import json  # only when learning: every start of python-sb imports this module
+
     return json.dumps(fields)
 
 
 def parse_plan(argument: str) -> Plan:
     """Read ``plan_argument``'s output (it comes from the launcher, the trusted side)."""
+    import json
+
     fields = json.loads(argument)
     fields["variables"] = tuple(tuple(pair) for pair in fields["variables"])
     for name in ("host_names", "rule_files", "path", "commands"):
