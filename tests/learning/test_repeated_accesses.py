@@ -68,7 +68,7 @@ def test_a_read_repeated_is_recorded_once_and_another_access_after_it_is_too(
     assert all(access is not Access.WRITE for _, access, _ in learning.learned)
 
 
-def test_a_file_guard_learning_sees_a_symlink_swapped_after_many_reads(
+def test_a_file_guard_learning_sees_a_symlink_the_program_swapped_after_many_reads(
     pipe: tuple[int, int], tmp_path: Path
 ) -> None:
     (tmp_path / "a.txt").write_text("a")
@@ -78,15 +78,47 @@ def test_a_file_guard_learning_sees_a_symlink_swapped_after_many_reads(
     guard = FileGuard(FileJudge([], []), learning, Resolver())
     for _ in range(500):
         assert guard.check(f"{tmp_path}/link", Access.READ, "open") == f"{tmp_path}/a.txt"
-    # Swapped behind the guard's back (no rename it saw): the next read leads to b.txt.
+    # The program swaps it: its rename is judged (and learned) before it happens, which
+    # forgets where every name led; the next read leads to b.txt.
     (tmp_path / "new").symlink_to("b.txt")
+    guard.check(f"{tmp_path}/link", Access.CREATE, "os.replace", follow=False)
     os.replace(tmp_path / "new", tmp_path / "link")
     for _ in range(500):
         assert guard.check(f"{tmp_path}/link", Access.READ, "open") == f"{tmp_path}/b.txt"
-    assert _events(pipe[0]) == [
+    assert [event for event in _events(pipe[0]) if event[2] == "read"] == [
         ("file", f"{tmp_path}/a.txt", "read"),
         ("file", f"{tmp_path}/b.txt", "read"),
     ]
+
+
+def test_a_program_learning_records_the_new_target_of_a_swapped_link_after_a_change(
+    sb: Runner, project: Path
+) -> None:
+    # Many reads and stats through a link; another process swaps it (unseen); the
+    # program then writes a file, which forgets where every name led; more reads: the
+    # new target is learned too, whatever the learning run skipped for the repeats.
+    (project / "a.txt").write_text("a")
+    (project / "b.txt").write_text("b")
+    (project / "link").symlink_to("a.txt")
+    swap = "import os; os.remove('link'); os.symlink('b.txt', 'link')"
+    (project / "app.py").write_text(
+        "import os, subprocess, sys\n"
+        "for _ in range(300):\n"
+        "    open('link').read()\n"
+        "    os.stat('link')\n"
+        f"subprocess.run([sys.executable, '-c', {swap!r}], check=True)\n"
+        "open('out.txt', 'w').close()\n"
+        "for _ in range(300):\n"
+        "    assert open('link').read() == 'b'\n"
+        "    os.stat('link')\n"
+        "print('done')\n"
+    )
+    result = sb("app.py")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "done\n"
+    rules = granted(project / ".py-sandboxes")
+    assert "expose-ro=./a.txt" in rules
+    assert "expose-ro=./b.txt" in rules
 
 
 def test_an_enforcing_guard_lets_nothing_through_unjudged() -> None:

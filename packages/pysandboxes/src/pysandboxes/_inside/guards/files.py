@@ -58,6 +58,9 @@ class FileGuard(ChangeEvents):
         self.enforcer = enforcer
         self.resolver = resolver
         self._learned = enforcer.learned  # learning: reads recorded already, else empty
+        # Learning: (absolute, follow) -> real path, until the next change (_learned_again).
+        self._learning = not isinstance(self._learned, frozenset)
+        self._resolved: dict[tuple[str, bool], str] = {}
         # Whether a directory above an exposure may be listed (its way to the exposures shown):
         # not where Landlock refuses it, so both layers agree and the Python layer's names the rule.
         self._walkways = walkways
@@ -176,8 +179,16 @@ class FileGuard(ChangeEvents):
             return known
         if absolute.endswith("/"):
             follow = True  # "link/" names what the link points to, even for lstat
+        if self._learning:
+            known = self._learned_again(absolute, follow, access, api)
+            if known is not None:
+                if base is None and (follow or metadata) and (access is _READ or not metadata):
+                    self._skip_later(named, absolute, relative, follow if metadata else access)
+                return known
         real, stable = self._resolve(absolute, follow)
         if self._learned and (real, access, api) in self._learned:
+            if self._learning and len(self._resolved) < 8192:
+                self._resolved[(absolute, follow)] = real
             return real  # learning: recorded already, and judged the same every time
         verdict = self.judge.judge(real, access)
         if (
@@ -209,6 +220,20 @@ class FileGuard(ChangeEvents):
             return real
         self.enforcer.refuse_file(FileAccess(named, real, access, api), verdict)
         return real
+
+    def _learned_again(self, absolute: str, follow: bool, access: Access, api: str) -> str | None:
+        """Learning: the real path of an access recorded already, if the name resolved to it
+        since the program last changed anything (the wrappers then skip its repeats). A
+        change through Python forgets that, so a swapped link is recorded anew; a swap
+        by native code or another process is not seen (docs/learning.md)."""
+        if access.modifies:
+            self._resolved.clear()
+            self.workdir.seen.names.clear()
+            return None
+        real = self._resolved.get((absolute, follow))
+        if real is not None and (real, access, api) in self._learned:
+            return real
+        return None
 
     def _skip_later(self, named: str, absolute: str, relative: Seen | None, kind: object) -> None:
         """Let the wrappers skip ``named`` from now on, judged in a stable area: a stat's
@@ -265,6 +290,7 @@ class FileGuard(ChangeEvents):
         """The namespace may change: drop every cached resolution and verdict."""
         self.resolver.forget()
         self._settled.clear()
+        self._resolved.clear()
         self.workdir.seen.names.clear()
         self.workdir.changed()
 
