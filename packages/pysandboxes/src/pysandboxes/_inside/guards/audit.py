@@ -178,14 +178,10 @@ def _compiled(source: str, filename: str) -> CodeType:
 # tidies up after a failure. Neither the original nor ``_before`` (whose closure holds
 # the wrapper's state) stays in the frame's locals (see sealed_function); what
 # ``_before`` returns holds no original and may show there.
-_WRAPPER_SOURCE = """
-def wrapper(*args, _original=None, _before=None, **kwargs):
-    call = None
-    try:
-        result = (
-            _original,
-            (_original := None),
-            (call := (_before, (_before := None))[0](*args, **kwargs)),
+#: How every judged wrapper goes on once ``call`` is known (the tuple under way holds the
+#: original, already off the locals): the call, the ``after`` of a failure, and the
+#: ``return`` line, which ``shortcuts`` replaces for ``open``.
+WRAPPER_END = """
             call[0],
         )[0 if call[0] is None else 3](*call[1], **call[2])
     except "@0" as error:
@@ -194,6 +190,17 @@ def wrapper(*args, _original=None, _before=None, **kwargs):
         raise
     return result if call[3] is None else call[3](result, None)
 """
+_WRAPPER_SOURCE = (
+    """
+def wrapper(*args, _original=None, _before=None, **kwargs):
+    call = None
+    try:
+        result = (
+            _original,
+            (_original := None),
+            (call := (_before, (_before := None))[0](*args, **kwargs)),"""
+    + WRAPPER_END
+)
 #: The file the wrappers' code is named after: tracebacks cut the sandbox's own frames.
 WRAPPER_FILE = __file__.rpartition("/")[0] + "/<judged wrapper>"
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 
-from pysandboxes._inside.guards.audit import WRAPPER_FILE, dressed, sealed_function
+from pysandboxes._inside.guards.audit import WRAPPER_END, WRAPPER_FILE, dressed, sealed_function
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 # "@1": ``type``, "@2": ``str``, "@3": the kind the name was judged for (``follow`` for a
 # look, ``listings.LISTED`` for a listing).
-_LOOK_SOURCE = """
+_LOOK_SOURCE = (
+    """
 def wrapper(path=None, *args, _original=None, _before=None, _workdir=None, **kwargs):
     call = None
     try:
@@ -44,15 +45,9 @@ def wrapper(path=None, *args, _original=None, _before=None, _workdir=None, **kwa
                     (path if "@1"(path) is "@2" and not args and not kwargs else None, "@3")
                 )
                 else (_before, (_before := None))[0](path, *args, **kwargs)
-            ),
-            call[0],
-        )[0 if call[0] is None else 3](*call[1], **call[2])
-    except "@0" as error:
-        if call is not None and call[3] is not None:
-            call[3](None, error)
-        raise
-    return result if call[3] is None else call[3](result, None)
-"""
+            ),"""
+    + WRAPPER_END
+)
 
 # "@1": ``type``, "@2": ``str``, "@3": the modes that only read, "@4": the access they
 # were judged for, "@5": ``_settled``. A name seen goes on with a 5-tuple, which says
@@ -79,17 +74,12 @@ def wrapper(file=None, mode="r", *args, _original=None, _before=None, _workdir=N
                     )
                 )
                 else (_before, (_before := None))[0](file, mode, *args, **kwargs)
-            ),
-            call[0],
-        )[0 if call[0] is None else 3](*call[1], **call[2])
-    except "@0" as error:
-        if call is not None and call[3] is not None:
-            call[3](None, error)
-        raise
-    if call[3] is not None:
-        return call[3](result, None)
-    return result if call.__len__() == 4 else call[4](result, file)
-"""
+            ),""" + WRAPPER_END.replace(
+    "    return result if call[3] is None else call[3](result, None)\n",
+    "    if call[3] is not None:\n"
+    "        return call[3](result, None)\n"
+    "    return result if call.__len__() == 4 else call[4](result, file)\n",
+)
 
 # The last look of an ``open`` taken the short way: the name is looked up again in what
 # the working directory's ``seen`` is *now*; when a change of directory made it another
@@ -121,18 +111,8 @@ def seen_look(
 ) -> FunctionType:
     """The judged wrapper of a look at one path (``stat``, ``lstat``, ``listdir``...),
     round ``before`` for a name ``workdir`` saw judged for ``kind``."""
-    return dressed(
-        original,
-        sealed_function(
-            _LOOK_SOURCE,
-            (BaseException, type, str, kind),
-            globals_,
-            WRAPPER_FILE,
-            {"_original": original, "_before": before, "_workdir": workdir},
-            original.__name__,
-            (None,),
-        ),
-    )
+    constants = (BaseException, type, str, kind)
+    return _wrapper(_LOOK_SOURCE, constants, original, before, globals_, workdir, (None,))
 
 
 def seen_open(
@@ -151,15 +131,21 @@ def seen_open(
         WRAPPER_FILE,
         {"_workdir": workdir},
     )
-    return dressed(
-        original,
-        sealed_function(
-            _OPEN_SOURCE,
-            (BaseException, type, str, READING_MODES, read, settled),
-            globals_,
-            WRAPPER_FILE,
-            {"_original": original, "_before": before, "_workdir": workdir},
-            original.__name__,
-            (None, "r"),
-        ),
+    constants = (BaseException, type, str, READING_MODES, read, settled)
+    return _wrapper(_OPEN_SOURCE, constants, original, before, globals_, workdir, (None, "r"))
+
+
+def _wrapper(
+    source: str,
+    constants: tuple[object, ...],
+    original: Callable[..., Any],
+    before: Callable[..., Call],
+    globals_: dict[str, object],
+    workdir: WorkingDirectory,
+    defaults: tuple[object, ...],
+) -> FunctionType:
+    hidden: dict[str, object] = {"_original": original, "_before": before, "_workdir": workdir}
+    made = sealed_function(
+        source, constants, globals_, WRAPPER_FILE, hidden, original.__name__, defaults
     )
+    return dressed(original, made)
