@@ -10,7 +10,7 @@ program made (``type``, ``str``, ``frozenset`` and the kind are constants; only 
 off the frame's locals, as ``_before`` does in the generic wrapper. Anything else (bytes,
 a path object, options, a name not seen) goes through ``_before`` as ever.
 
-An ``open`` taken this way is still looked at after it returned (``_settled``): another
+An ``open`` taken this way is still looked at after it returned (``settled``): another
 thread may have changed directory while it ran, and ``seen`` is then another one.
 """
 
