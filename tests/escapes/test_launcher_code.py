@@ -15,8 +15,14 @@ if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
     from conftest import Runner
 
 
+#: The planted line acts only in a process with this test's token: the venv is shared
+#: with the other workers, whose interpreters would run it too while it is there.
+_TOKEN = "PYSB_PLANTED_TOKEN"
+
+
 def _planter(site_packages: Path, marker: Path) -> str:
-    line = f"import os; open({str(marker)!r}, 'w').close()\n"
+    acts = f"os.environ.get({_TOKEN!r}) == {str(marker)!r}"
+    line = f"import os; {acts} and open({str(marker)!r}, 'w').close()\n"
     return f"open({str(site_packages / 'zz_planted.pth')!r}, 'w').write({line!r})"
 
 
@@ -26,19 +32,21 @@ def test_cant_plant_code_in_python_sbs_site_packages(
     site_packages = Path(sysconfig.get_paths()["purelib"])  # the launcher's: same venv
     planted = site_packages / "zz_planted.pth"
     marker = tmp_path / "ran-outside-the-sandbox"
+    token = {_TOKEN: str(marker)}
     try:
         py("-c", _planter(site_packages, marker))
-        py("-c", "pass")  # any later start of this interpreter runs it
+        py("-c", "pass", env=token)  # any later start of this interpreter runs it
         assert marker.exists()
     finally:
         planted.unlink(missing_ok=True)
     marker.unlink()
     (project / ".py-sandboxes").write_text(f"expose-ro=.\nexpose-rw={site_packages}\n")
-    result = sb("-c", _planter(site_packages, marker))
+    result = sb("-c", _planter(site_packages, marker), env=token)
     assert result.returncode != 0
     assert f"'expose-rw={site_packages}' lets the sandbox write in" in result.stderr
     assert "outside the sandbox on the next run" in result.stderr
     assert not planted.exists()
+    py("-c", "pass", env=token)  # the next start: nothing was planted, nothing runs
     assert not marker.exists()
 
 
