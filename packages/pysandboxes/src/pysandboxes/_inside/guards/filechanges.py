@@ -1,14 +1,15 @@
 """The file guard's judgement of changes to the namespace: a directory made, a name
-renamed, linked or symlinked, a tree copied or removed.
+renamed, linked or symlinked, a tree copied or removed, a file or socket made by C code.
 
-Each names a path that may not exist yet, and each may change what other names mean:
-the guard forgets its cached resolutions first, then judges the old and the new name.
+Each names a path that may not exist yet. A change of names may change what other names
+mean: the guard forgets its cached resolutions first, then judges the old and the new
+name.
 """
 
 from __future__ import annotations
 
 from pysandboxes._inside.enforce import FileAccess
-from pysandboxes._inside.guards.pathargs import UNKNOWABLE, exact_path
+from pysandboxes._inside.guards.pathargs import UNKNOWABLE, exact_path, unix_socket_file
 from pysandboxes._inside.guards.values import plain_int
 from pysandboxes._policy.judge import EXPOSURE_ROOT
 from pysandboxes._policy.model import Access, Verdict
@@ -125,3 +126,12 @@ class ChangeEvents:
     def _rmtree_event(self, args: tuple[Any, ...]) -> None:
         if exact_path(args[0]) is not UNKNOWABLE:
             self._path(args[0], _DELETE, "shutil.rmtree", args[1])
+
+    def _named(self, target: tuple[str, Access] | None, api: str, follow: bool = True) -> None:
+        if target is not None:  # a file made by C code (SQLite, _posixshmem)
+            self.check(target[0], target[1], api, follow=follow)
+
+    def _unix(self, args: tuple[Any, ...], api: str) -> None:
+        named = unix_socket_file(args)  # a socket file, which bind makes
+        if named is not None:
+            self.check(named, _WRITE, api)

@@ -19,7 +19,6 @@ from pysandboxes._inside.guards.pathargs import (
     exact_path,
     shm_file,
     sqlite_file,
-    unix_socket_file,
 )
 from pysandboxes._inside.guards.paths import is_magic
 from pysandboxes._inside.guards.pinned import is_pinned
@@ -58,8 +57,7 @@ class FileGuard(ChangeEvents):
         self.enforcer = enforcer
         self.resolver = resolver
         self._learned = enforcer.learned  # learning: reads recorded already, else empty
-        # Learning: (absolute, follow) -> real path, until the next change (_learned_again).
-        self._learning = not isinstance(self._learned, frozenset)
+        self._learning = not isinstance(self._learned, frozenset)  # (see _learned_again)
         self._resolved: dict[tuple[str, bool], str] = {}
         # Whether a directory above an exposure may be listed (its way to the exposures shown):
         # not where Landlock refuses it, so both layers agree and the Python layer's names the rule.
@@ -172,8 +170,7 @@ class FileGuard(ChangeEvents):
         key = (absolute, access, follow, metadata)
         known = self._settled.get(key)
         if known is not None:
-            if base is None and (follow or metadata) and (access is _READ or not metadata):
-                self._skip_later(named, absolute, relative, follow if metadata else access)
+            self._skip_later(named, absolute, relative, base, access, follow, metadata)
             if self.log is not None:
                 self.log.file(known, access, self.judge.exposure)
             return known
@@ -182,8 +179,7 @@ class FileGuard(ChangeEvents):
         if self._learning:
             known = self._learned_again(absolute, follow, access, api)
             if known is not None:
-                if base is None and (follow or metadata) and (access is _READ or not metadata):
-                    self._skip_later(named, absolute, relative, follow if metadata else access)
+                self._skip_later(named, absolute, relative, base, access, follow, metadata)
                 return known
         real, stable = self._resolve(absolute, follow)
         if self._learned and (real, access, api) in self._learned:
@@ -213,8 +209,7 @@ class FileGuard(ChangeEvents):
                 if len(self._settled) >= 8192:
                     self.forget()
                 self._settled[key] = real
-                if base is None and (follow or metadata) and (access is _READ or not metadata):
-                    self._skip_later(named, absolute, relative, follow if metadata else access)
+                self._skip_later(named, absolute, relative, base, access, follow, metadata)
             if self.log is not None:
                 self.log.file(real, access, self.judge.exposure)
             return real
@@ -235,9 +230,21 @@ class FileGuard(ChangeEvents):
             return real
         return None
 
-    def _skip_later(self, named: str, absolute: str, relative: Seen | None, kind: object) -> None:
-        """Let the wrappers skip ``named`` from now on, judged in a stable area: a stat's
-        look (``kind``: follow), an open's second look (``kind``: the access)."""
+    def _skip_later(
+        self,
+        named: str,
+        absolute: str,
+        relative: Seen | None,
+        base: int | None,
+        access: Access,
+        follow: bool,
+        metadata: bool,
+    ) -> None:
+        """Let the wrappers skip ``named``, judged in a stable area: a look (kind: ``follow``)
+        or an open (kind: the access); only the forms they look up (no ``dir_fd``)."""
+        if base is not None or not (follow or metadata) or not (access is _READ or not metadata):
+            return
+        kind = follow if metadata else access
         if named == absolute:
             self.workdir.seen.names.add((named, kind))
         elif relative is not None:
@@ -391,12 +398,3 @@ class FileGuard(ChangeEvents):
             self.check(path, _READ, "open", metadata=True)  # a handle, not the contents
             return
         self.check(path, _WRITE if writes else _READ, "open")
-
-    def _named(self, target: tuple[str, Access] | None, api: str, follow: bool = True) -> None:
-        if target is not None:  # a file made by C code (SQLite, _posixshmem)
-            self.check(target[0], target[1], api, follow=follow)
-
-    def _unix(self, args: tuple[Any, ...], api: str) -> None:
-        named = unix_socket_file(args)
-        if named is not None:
-            self.check(named, _WRITE, api)
