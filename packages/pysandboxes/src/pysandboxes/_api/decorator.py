@@ -103,7 +103,12 @@ def _decorate(
             done, outcome = await box.acall(module, name, args, kwargs, timeout)
             if done:
                 return outcome
-            raise outcome  # its traceback: this line, then the remote frames
+            remote = outcome.__traceback__
+            try:
+                raise outcome
+            except BaseException as raised:
+                raised.__traceback__ = remote  # the caller's frames, then the remote ones
+                raise
 
         wrapper: Any = call_async
     else:
@@ -116,7 +121,12 @@ def _decorate(
             done, outcome = box.call(module, name, args, kwargs, timeout)
             if done:
                 return outcome
-            raise outcome  # its traceback: this line, then the remote frames
+            remote = outcome.__traceback__
+            try:
+                raise outcome
+            except BaseException as raised:
+                raised.__traceback__ = remote  # the caller's frames, then the remote ones
+                raise
 
         wrapper = call
     wrapper.__pysandboxes_sandbox__ = True

@@ -72,6 +72,11 @@ class sandboxes:
             in flight before ending the child; ``False`` ends it at once.
         max_restarts: a crashed child is replaced at most this many times in any
             ``restart_window`` seconds; past that, calls fail at once.
+        output: where a call's standard output is replayed when it returns:
+            ``"stdout"`` (the caller's ``sys.stdout``), ``"stderr"``, or ``"auto"`` (the
+            default): ``sys.stdout``, unless the application serves the MCP protocol on
+            its standard output (the ``mcp`` SDK's stdio server is loaded), then
+            ``sys.stderr``. Standard error always goes to ``sys.stderr``.
         **extra_rules: more rules, ``_`` for ``-`` in keys: ``expose_ro="./data"``,
             ``os_sandbox="bwrap"``; a list repeats the key.
     """
@@ -90,8 +95,14 @@ class sandboxes:
         graceful_shutdown: bool | float = True,
         max_restarts: int = 5,
         restart_window: float = 60.0,
+        output: str = "auto",
         **extra_rules: object,
     ) -> None:
+        if output not in ("auto", "stdout", "stderr"):
+            raise ValueError(
+                f"sandboxes(output=...) takes 'auto', 'stdout' or 'stderr', not {output!r}"
+            )
+        self.output = output
         if profile is not None and not isinstance(profile, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"profile must be a name (str), not {type(profile).__name__}")
         self.init_fn = init_fn
@@ -107,6 +118,7 @@ class sandboxes:
         self.grace = _GRACE if grace is True else 0.0 if grace is False else max(0.0, float(grace))
         self.restarts = Restarts(max_restarts, restart_window)
         self._child: Child | None = None
+        self._late: set[str] = set()
         self._start_lock = threading.Lock()
         self._entered = False
         if init_fn is not None:
@@ -181,6 +193,7 @@ class sandboxes:
             workers=self.workers,
             result_limit=self.result_limit,
             grace=self.grace,
+            output=self.output,
         )
         if self.init_fn is not None:
             from pysandboxes._host.calls import wait
@@ -194,12 +207,19 @@ class sandboxes:
                 raise outcome  # init_fn's own exception, with its remote traceback
         return child
 
-    def _running(self) -> Child:
+    def _running(self, module: str = "") -> Child:
         """The child, or a fresh one when the last ended (its calls failed, never rerun)
-        or was retired; a crashed child is replaced within the restart budget only."""
+        or was retired; a crashed child is replaced within the restart budget only.
+
+        A call of a module imported after the child started (``import tools`` inside
+        the ``with``, a notebook's later cell) retires it too: its successor is started
+        with that module as part of its program, as if it had been imported first."""
         child = self._child
         if child is not None and child.ended is None and child.retiring is None:
-            return child
+            if not module or module in child.modules or module in self._late:
+                return child
+            self._late.add(module)  # once: a module no child can be given stays as is
+            child.retire(f"{module} was imported after the sandbox started")
         with self._start_lock:
             child = self._child
             if child is None or child.ended is not None or child.retiring is not None:
@@ -245,7 +265,7 @@ class sandboxes:
 
         if self._child is None and is_in_sandbox():
             raise SandBoxError("calls run inline in a sandboxed process")
-        child = self._running()
+        child = self._running(module)
         limit = self._timeout(child, seconds)
         return wait(child, _CALL, (module, name, args, kwargs), self._decode, limit)
 
@@ -265,7 +285,7 @@ class sandboxes:
         there replaces the child at once)."""
         from pysandboxes._host.calls import await_call
 
-        child = self._running()
+        child = self._running(module)
         limit = self._timeout(child, seconds)
         call = (module, name, args, kwargs)
         return await await_call(child, _CALL, call, self._decode, limit, streams, sync)

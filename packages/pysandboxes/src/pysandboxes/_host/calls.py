@@ -10,9 +10,9 @@ at once, and the child is replaced if the call cannot be stopped there.
 from __future__ import annotations
 
 import queue
-import sys
 import time
 
+from pysandboxes._host.output import Output
 from pysandboxes._host.partial import CRASHED, FINAL, TOO_LARGE
 from pysandboxes._wire import frames
 from pysandboxes.errors import RuleResultRefusedError, SandBoxError, SandboxTimeout
@@ -56,7 +56,7 @@ def wait(
     caller's line to the remote frames)."""
     items: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
     call_id = child.send_call(kind, call, items)
-    output = Output()
+    output = Output(lambda taken: child.credit(call_id, taken), where=child.output)
     deadline = None if timeout is None else time.monotonic() + timeout.seconds
     try:
         while True:
@@ -78,6 +78,7 @@ def wait(
         return False, timeout.error(f"{call[0]}.{call[1]}")
     except BaseException:  # ^C while waiting: the call is stopped, not left running
         child.cancel(call_id, stuck=True)
+        output.flush()
         raise
 
 
@@ -99,7 +100,7 @@ async def await_call(
 
     items: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
     call_id = child.send_call(kind, call, _TaskWaiter(asyncio.get_running_loop(), items))
-    output = Output(streams)
+    output = Output(lambda taken: child.credit(call_id, taken), streams, child.output)
     deadline = None if limit is None else time.monotonic() + limit.seconds
     try:
         while True:
@@ -121,6 +122,7 @@ async def await_call(
         return False, limit.error(f"{call[0]}.{call[1]}")
     except BaseException:  # the awaiting task was cancelled: so is the call
         child.cancel(call_id, stuck=sync)
+        output.flush()
         raise
 
 
@@ -169,33 +171,3 @@ def outcome(
     raised = rebuild(description)
     note(raised, policy)
     return False, raised
-
-
-class Output:
-    """A call's output, written where a local call's would go: this thread's streams,
-    or the ``(stdout, stderr)`` given."""
-
-    def __init__(self, streams: tuple[TextIO, TextIO] | None = None) -> None:
-        import codecs
-
-        self._streams = streams
-        self._decoders = {
-            frames.STDOUT: codecs.getincrementaldecoder("utf-8")("replace"),
-            frames.STDERR: codecs.getincrementaldecoder("utf-8")("replace"),
-        }
-
-    def write(self, kind: int, data: bytes) -> None:
-        text = self._decoders[kind].decode(bytes(data))
-        if text:
-            self._stream(kind).write(text)
-
-    def flush(self) -> None:
-        for kind, decoder in self._decoders.items():
-            text = decoder.decode(b"", final=True)
-            if text:
-                self._stream(kind).write(text)
-
-    def _stream(self, kind: int) -> TextIO:
-        if self._streams is not None:
-            return self._streams[0 if kind == frames.STDOUT else 1]
-        return sys.stdout if kind == frames.STDOUT else sys.stderr

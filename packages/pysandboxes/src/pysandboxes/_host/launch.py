@@ -208,6 +208,7 @@ def build_spec(
             tempdir,
             cwd,
             sandboxed=walls,
+            partial=request.program.kind == "serve",
             # Only the Python layer keeps a rule file read-only inside a writable exposure.
             rule_files=protected if not policy.python_layer else (),
         )

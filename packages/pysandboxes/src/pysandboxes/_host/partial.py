@@ -26,6 +26,7 @@ import threading
 
 from pysandboxes._host.auditlog import start_audit
 from pysandboxes._host.lifeline import Lifeline, Tail, kill_group, reap
+from pysandboxes._host.output import Untagged
 from pysandboxes._wire import frames
 from pysandboxes.errors import SandboxCrashed, SandBoxError
 
@@ -62,6 +63,7 @@ class Child:
         workers: int,
         result_limit: int,
         grace: float = 5.0,
+        output: str = "auto",
     ) -> None:
         from pysandboxes._host.launch import build_spec, spawn
         from pysandboxes._record import replace
@@ -75,12 +77,16 @@ class Child:
         self._collector: Any = None
         self.result_limit = result_limit
         self.grace = grace
+        #: Where the calls' standard output goes (``sandboxes(output=...)``).
+        self.output = output
         mode = spec.policy.remote_result_mode
         self.objects = mode is not None and mode.value == "objects"
         #: A learning run's classes seen in results: name -> (the application's own, where).
         self.results_seen: dict[str, tuple[bool, str]] | None = {} if learning else None
         ours, theirs = socket.socketpair()
         files, path, names = modules
+        #: The modules of @sandbox functions this child was started with (its program).
+        self.modules = frozenset(names)
         # A learning run sends objects as data too: their classes are what it learns.
         objects = self.objects or learning is not None
         serving = ServeSpec(theirs.fileno(), workers, files, path, modules=names, objects=objects)
@@ -147,6 +153,7 @@ class Child:
         self._close_lock = threading.Lock()
         self._closed = False
         self.tail = Tail()
+        self._untagged = Untagged(lambda taken: self.credit(0, taken))
         self._reaped = threading.Event()
         self._last_words = threading.Thread(target=self._read_errors, args=(errors_read,))
         self._last_words.daemon = True
@@ -195,16 +202,19 @@ class Child:
                     if kind == frames.READY:
                         self._ready.set()
                     elif kind in (frames.STDOUT, frames.STDERR):
-                        _write_untagged(payload)
+                        self._untagged.put(payload)
                     continue
                 waiter = self._waiters.get(call_id)
                 if waiter is None:
+                    if kind in (frames.STDOUT, frames.STDERR):
+                        self.credit(call_id, len(payload))  # nobody takes it: not held
                     continue  # output of a call nobody waits for any more
                 if kind in FINAL:
                     self._forget(call_id)
                 waiter.put((kind, payload))
         except OSError as exc:
             self.tail.add(f"\n{exc}\n".encode())
+        self._untagged.close()
         self._end()
 
     def _forget(self, call_id: int) -> None:
@@ -251,6 +261,15 @@ class Child:
             self._reaped.wait(5.0)
             raise self.ended or SandboxCrashed("the sandboxed process ended") from None
         return call_id
+
+    def credit(self, call_id: int, taken: int) -> None:
+        """Tell the child the caller took ``taken`` bytes of the call's output: it may
+        send that much more (``_host.output``)."""
+        try:
+            with self._send_lock:
+                frames.send(self.sock, frames.CREDIT, call_id, frames.CREDIT_COUNT.pack(taken))
+        except OSError:
+            pass  # the child is gone: nothing waits for credit any more
 
     def cancel(self, call_id: int, *, stuck: bool = False) -> None:
         """Stop a call nobody waits for any more: the child cancels it, or says it cannot
@@ -385,14 +404,3 @@ class _Watch:
     def _expired(self) -> None:
         if self._child._waiters.get(self._call_id) is self:
             self._child.retire(f"call {self._call_id} did not stop in {CANCEL_GRACE:g} s")
-
-
-def _write_untagged(data: bytes | bytearray) -> None:
-    """Output of no single call (two calls ran at once, or a thread of the child's own):
-    the caller's standard error, never its standard output."""
-    import sys
-
-    try:
-        sys.stderr.write(bytes(data).decode("utf-8", "replace"))
-    except (OSError, ValueError):
-        pass

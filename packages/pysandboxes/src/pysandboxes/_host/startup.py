@@ -115,9 +115,10 @@ def _library_trees() -> list[str]:
     return [os.path.realpath(tree) for tree in trees]
 
 
-def _launcher_issues(policy: Policy) -> list[ConfigIssue]:
+def _launcher_issues(policy: Policy, partial: bool = False) -> list[ConfigIssue]:
     """Each writable rule holding a place python-sb loads code from, or lying inside a
-    library tree or a package directory of python-sb's own imports."""
+    library tree or a package directory of python-sb's own imports (in partial mode:
+    the application's, which imports from the same places and runs unsandboxed)."""
     writable = [rule for rule in policy.expose if rule.writable]
     if not writable:
         return []  # the common case: nothing to list
@@ -135,10 +136,17 @@ def _launcher_issues(policy: Policy) -> list[ConfigIssue]:
                     rule.origin.source,
                     rule.origin.line,
                     f"'{rule.origin.text}' lets the sandbox write in '{reached}', where "
-                    "python-sb's own interpreter loads code from: a module or .pth file "
-                    "put there would run outside the sandbox on the next run. Expose only "
-                    "the directories the program writes (expose-rw=./data), or install "
-                    "python-sb outside them",
+                    + (
+                        "the application loads its code from (it runs unsandboxed, with "
+                        "every right): a sandboxed function could change the application's "
+                        "modules, a .pth file or the rule file the next run obeys. Expose "
+                        "only the directories the functions write (expose-rw=./data)"
+                        if partial
+                        else "python-sb's own interpreter loads code from: a module or "
+                        ".pth file put there would run outside the sandbox on the next run. "
+                        "Expose only the directories the program writes (expose-rw=./data), "
+                        "or install python-sb outside them"
+                    ),
                 )
             )
     return issues
@@ -151,14 +159,17 @@ def refuse_planted_code(
     cwd: str,
     *,
     sandboxed: bool = True,
+    partial: bool = False,
     rule_files: Iterable[str] = (),
 ) -> None:
     """Refuse rules that let the sandbox plant code for the next run (see the module
     docstring); ``sandboxed``: whether this run is one (a learning run or ``none`` has no
     walls to keep, but its loader variables still load before Python). ``rule_files``:
     the files that would rule the next run, when no Python layer keeps them read-only
-    (``py-sandbox=false``). Raises ``ConfigRefusedError`` with every such rule."""
-    issues = _launcher_issues(policy) if sandboxed else []
+    (``py-sandbox=false``). ``partial``: the sandbox is partial mode's child, whose
+    writes would reach the application's code. Raises ``ConfigRefusedError`` with every
+    such rule."""
+    issues = _launcher_issues(policy, partial) if sandboxed else []
     if sandboxed:
         issues += _rule_file_issues(policy, rule_files)
     for name in LOADER_VARIABLES:

@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import importlib
 import os
-import pickle
 import queue
 import socket
 import sys
 import threading
 
+from pysandboxes._inside.arguments import load_call
 from pysandboxes._inside.capture import CallStream, DescriptorPump, current_call
 from pysandboxes._inside.decisions import flush_all
 from pysandboxes._wire import frames
@@ -55,9 +55,6 @@ _OWN = (
 )
 #: Once the trusted side is gone, how long the process may take to end by itself.
 _EXIT_GRACE = 1.0
-# Taken before the guards. It reads what the trusted side sends (the arguments), never
-# what a sandboxed process sends: that is only ever decoded by _wire.codec, in the caller.
-_loads = pickle.loads  # noqa: TID251
 _QUEUED = "queued"
 _SYNC = "running in a thread"
 _HANDING_OVER = "handed to the loop"
@@ -77,7 +74,11 @@ class Server:
 
         self._last_words = os.dup(2)
         faulthandler.enable(file=self._last_words, all_threads=False)
-        self.pump = DescriptorPump(self.send)
+        #: Output bytes sent per call (0: of none) and not yet acknowledged.
+        self._unacked: dict[int, int] = {}
+        self._credit = threading.Condition()
+        self._gone = False
+        self.pump = DescriptorPump(self.send_output)
         self.work: queue.SimpleQueue[tuple[int, int, bytearray] | None] = queue.SimpleQueue()
         #: Calls not answered yet: "queued", "sync" (running on a worker), or the task.
         self.calls: dict[int, object] = {}
@@ -90,12 +91,36 @@ class Server:
             threading.Thread(target=self._work, name=name, daemon=True).start()
         threading.Thread(target=self._run_loop, name="pysandboxes-loop", daemon=True).start()
         self.pump.start()
-        sys.stdout = CallStream(frames.STDOUT, self.send, 1)  # type: ignore[assignment]
-        sys.stderr = CallStream(frames.STDERR, self.send, 2)  # type: ignore[assignment]
+        sys.stdout = CallStream(frames.STDOUT, self.send_output, 1)  # type: ignore[assignment]
+        sys.stderr = CallStream(frames.STDERR, self.send_output, 2)  # type: ignore[assignment]
 
     def send(self, kind: int, call_id: int, payload: bytes = b"") -> None:
         with self._send_lock:
             frames.send(self.sock, kind, call_id, payload)
+
+    def send_output(self, kind: int, call_id: int, data: bytes) -> None:
+        """Send output of a call, waiting while the caller has not taken enough of what
+        was sent before (``frames.OUTPUT_WINDOW``): a slow caller slows the writer."""
+        step = frames.OUTPUT_FRAME
+        for start in range(0, len(data), step):
+            piece = data[start : start + step]
+            with self._credit:
+                while self._unacked.get(call_id, 0) >= frames.OUTPUT_WINDOW and not self._gone:
+                    self._credit.wait(1.0)
+                self._unacked[call_id] = self._unacked.get(call_id, 0) + len(piece)
+            self.send(kind, call_id, piece)
+
+    def _credited(self, call_id: int, payload: bytearray) -> None:
+        if len(payload) != frames.CREDIT_COUNT.size:
+            return
+        (taken,) = frames.CREDIT_COUNT.unpack(payload)
+        with self._credit:
+            left = self._unacked.get(call_id, 0) - taken
+            if left > 0:
+                self._unacked[call_id] = left
+            else:
+                self._unacked.pop(call_id, None)
+            self._credit.notify_all()
 
     def serve(self) -> None:
         """Read calls until the trusted side closes the connection, then return (and
@@ -109,7 +134,9 @@ class Server:
             if frame is None:
                 break
             kind, call_id, payload = frame
-            if kind == frames.CANCEL:
+            if kind == frames.CREDIT and payload is not None:
+                self._credited(call_id, payload)
+            elif kind == frames.CANCEL:
                 self._cancel(call_id)
             elif payload is not None and kind in (frames.CALL, frames.INIT):
                 with self._calls_lock:
@@ -117,6 +144,9 @@ class Server:
                 self.work.put((kind, call_id, payload))
         # The trusted side is gone (closed, or killed): a call stuck in a loop must not
         # keep this process alive. The daemon timer ends it if the exit does not.
+        with self._credit:
+            self._gone = True
+            self._credit.notify_all()
         timer = threading.Timer(_EXIT_GRACE, os._exit, (0,))
         timer.daemon = True
         timer.start()
@@ -155,7 +185,7 @@ class Server:
 
     def _call(self, kind: int, call_id: int, payload: bytearray) -> None:
         try:
-            module, qualname, args, kwargs = _loads(payload)
+            module, qualname, args, kwargs = load_call(payload)
             function = resolve(module, qualname, init=kind == frames.INIT)
             outcome = function(*args, **kwargs)
             if _is_coroutine(outcome):
@@ -170,6 +200,8 @@ class Server:
         flush_all()  # the call's decisions reach the log before its result
         self.pump.drain()
         self.pump.running.discard(call_id)
+        with self._credit:
+            self._unacked.pop(call_id, None)  # its output is all sent
         with self._calls_lock:
             self.calls.pop(call_id, None)
 

@@ -21,6 +21,7 @@ HEADER = struct.Struct("<IQB")
 CALL = 1  # payload: pickle of (module, qualname, args, kwargs)
 INIT = 2  # payload: pickle of (module, qualname) of init_fn; answered READY or RAISED
 CANCEL = 3  # no payload: stop the call (never started, cancelled, or answered STUCK)
+CREDIT = 4  # payload: CREDIT_COUNT, the bytes of the call's output the caller has taken
 # Child -> trusted side.
 RESULT = 10  # payload: the value, as codec decodes it
 RAISED = 11  # payload: the exception, described as values (see replies)
@@ -28,6 +29,13 @@ STDOUT = 12  # payload: bytes the call wrote to standard output
 STDERR = 13  # payload: bytes the call wrote to standard error
 READY = 14  # no payload: the child serves calls (or init_fn returned)
 STUCK = 15  # no payload: a cancelled call runs on in a thread: the child must be replaced
+
+#: The most output bytes of one call (0: of none) the child may have sent and not yet
+#: had acknowledged by a ``CREDIT``: past it, the call's writes wait.
+OUTPUT_WINDOW = 4 << 20
+#: Output goes in frames of at most this many bytes, each counted against the window.
+OUTPUT_FRAME = 64 << 10
+CREDIT_COUNT = struct.Struct("<Q")
 
 #: Kinds a child may send; anything else ends the connection.
 FROM_CHILD = frozenset({RESULT, RAISED, STDOUT, STDERR, READY, STUCK})

@@ -119,8 +119,8 @@ def describe(value: object, plain: Callable[[type], bool]) -> tuple[object, ...]
             way, restores itself with ``__setstate__``, or it is a list or dict subclass).
     """
     kind = type(value)
-    if plain(kind):
-        return None
+    if plain(kind) or isinstance(value, type):
+        return None  # a class is pickled by its name (a value's, e.g. ``Path``'s own)
     module, qualname = kind.__module__, kind.__qualname__
     member_name = getattr(value, "_name_", None) if _is_enum(kind) else None
     if type(member_name) is str:
