@@ -1,0 +1,156 @@
+"""Exceptions of sandboxed calls: the caller's own classes come back as themselves
+(``except AppError`` works, attributes kept), built without running code the child
+chose; the caller's control flow is never the child's (a remote exception is always an
+``Exception``); the traceback shows the caller's frames then the remote ones, nothing
+of the framework's, and never a line read from a file of the caller's."""
+
+from __future__ import annotations
+
+import linecache
+import subprocess
+import sys
+import textwrap
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import valuetools  # type: ignore[import-not-found]
+
+from pysandboxes import RemoteError, sandboxes
+
+RULES = "python-import=valuetools, dataclasses, enum, collections\n"
+
+
+@pytest.fixture(scope="module")
+def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sandboxes]:
+    rules = tmp_path_factory.mktemp("exceptions") / ".py-sandboxes"
+    rules.write_text(RULES)
+    with sandboxes(sandboxes_config=rules) as box:
+        yield box
+
+
+def test_the_applications_own_exception_is_caught_by_its_class_with_its_attributes(
+    sandboxed: sandboxes,
+) -> None:
+    with pytest.raises(valuetools.AppError) as raised:
+        valuetools.fail("app")
+    assert type(raised.value) is valuetools.AppError
+    assert raised.value.code == 3
+    assert raised.value.args == ("it broke",)
+    assert not isinstance(raised.value, RemoteError)
+
+
+def test_a_chain_keeps_the_callers_classes_and_the_builtin_cause(sandboxed: sandboxes) -> None:
+    with pytest.raises(valuetools.AppLookupError) as raised:
+        valuetools.fail("lookup")
+    assert isinstance(raised.value, LookupError)
+    assert type(raised.value.__cause__) is KeyError
+
+
+@pytest.mark.parametrize("kind", ["base", "interrupt", "exit", "group"])
+def test_cant_end_the_callers_loop_with_a_base_exception(sandboxed: sandboxes, kind: str) -> None:
+    # The positive control: raised locally, none of them is an Exception.
+    with pytest.raises(BaseException) as local:
+        valuetools.fail.__wrapped__(kind)
+    assert not isinstance(local.value, Exception)
+    # Through the sandbox, `except Exception` of a request loop catches each.
+    try:
+        valuetools.fail(kind)
+    except Exception as caught:
+        assert isinstance(caught, RemoteError | ExceptionGroup)
+        if kind == "group":
+            assert type(caught) is ExceptionGroup
+            assert all(isinstance(e, Exception) for e in caught.exceptions)
+            assert type(caught.exceptions[0]) is valuetools.AppError
+    else:
+        pytest.fail("nothing was raised")
+
+
+def test_a_remote_traceback_has_no_frame_of_the_framework(sandboxed: sandboxes) -> None:
+    try:
+        valuetools.fail("plain")
+    except ValueError as exc:
+        shown = "".join(traceback.format_exception(exc))
+    files = [line for line in shown.splitlines() if line.lstrip().startswith("File ")]
+    assert len(files) == 2, shown  # this test's line, then the remote raise
+    assert __file__ in files[0]
+    assert "valuetools.py>" in files[1] and "in fail" in files[1]
+    assert "raise ValueError(kind)" in shown
+    assert "pysandboxes" not in shown
+    assert "^^^" not in shown.split(files[1])[1]  # no stray marker under the remote line
+
+
+APPCONFIG = 'API = "public"\nTOKEN = "tok-parent-secret-1234"\n'
+CHILD = """
+    from pysandboxes import sandbox
+
+    @sandbox
+    def pretend():
+        # The child names the caller's appconfig.py, line 2, for its frame.
+        code = compile("raise ValueError('x')", APPCONFIG_FILE, "exec")
+        exec(code.replace(co_firstlineno=2))
+"""
+
+
+def test_cant_make_a_remote_traceback_print_a_line_of_the_callers_file(tmp_path: Path) -> None:
+    (tmp_path / "appconfig.py").write_text(APPCONFIG)
+    tools = textwrap.dedent(CHILD).replace(
+        "APPCONFIG_FILE", repr(str(tmp_path / "appconfig.py"))
+    )
+    (tmp_path / "spoof.py").write_text(tools)
+    (tmp_path / ".py-sandboxes").write_text(
+        "python-import=spoof\npython-api=ALLOW:dynamic-code\n"
+    )
+    main = """
+        import traceback, appconfig, spoof
+        from pysandboxes import sandboxes
+        print(open(appconfig.__file__).read().splitlines()[1])  # the control: it is there
+        with sandboxes():
+            try:
+                spoof.pretend()
+            except ValueError:
+                traceback.print_exc()
+        import sys
+        sys.excepthook(*sys.exc_info()) if sys.exc_info()[0] else None
+    """
+    (tmp_path / "main.py").write_text(textwrap.dedent(main))
+    run = subprocess.run(
+        [sys.executable, "main.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    assert "tok-parent-secret-1234" in run.stdout  # the parent can read its own file
+    assert "appconfig.py>" in run.stderr  # the frame is there, under a remote-only name
+    assert "tok-parent-secret-1234" not in run.stderr
+
+
+def test_a_forged_reply_of_shared_causes_is_rebuilt_once_per_part() -> None:
+    from pysandboxes._host.remote import rebuild
+
+    node: dict[str, object] = {"module": "builtins", "qualname": "ValueError", "args": ("x",)}
+    for _ in range(40):  # 2**40 exceptions if each reference were rebuilt
+        node = {"module": "x", "qualname": "E", "cause": node, "context": node, "frames": []}
+    members: dict[str, object] = {"module": "builtins", "qualname": "ValueError"}
+    for _ in range(40):
+        members = {"module": "g", "qualname": "G", "members": [members] * 8, "message": "m"}
+    for forged in (node, members):
+        rebuilt = rebuild(forged)
+        assert isinstance(rebuilt, Exception)
+    cycle: dict[str, object] = {"module": "x", "qualname": "E"}
+    cycle["cause"] = cycle
+    assert isinstance(rebuild(cycle), Exception)
+
+
+def test_stand_in_classes_of_fresh_names_are_not_kept_forever() -> None:
+    from pysandboxes._host import remote
+
+    for number in range(5000):
+        remote.rebuild({"module": "made.up", "qualname": f"Error{number}", "bases": ["Exception"]})
+    assert len(remote._remote_classes) <= remote.MAX_STAND_INS
+    lines = remote._SOURCES
+    for number in range(2000):
+        remote.rebuild(
+            {"module": "m", "qualname": "E", "frames": [(f"/f{number}.py", 10**6, "f", "s")]}
+        )
+    assert len(lines) <= remote._MAX_SOURCES
+    assert sum(1 for name in linecache.cache if name.startswith("<sandboxed /f")) <= len(lines)
