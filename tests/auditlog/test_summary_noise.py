@@ -45,3 +45,40 @@ def test_a_swallowed_refusal_of_what_is_there_is_still_summed_up(sb: Runner, pro
     result = sb("-c", "try:\n    open('/etc/hostname').read()\nexcept OSError:\n    pass\n")
     assert result.returncode == 0, result.stderr
     assert "1 access was refused by the sandbox (1 file)" in result.stderr, result.stderr
+
+
+COUNTED = """
+import os
+for name in ("/etc/hostname", "/etc/hostname", "/etc/hosts"):  # a repeat, two files
+    try:
+        open(name).read()
+    except OSError:
+        pass
+for number in range(NUMBER):
+    try:
+        open(f"data/f{number}.txt").read()
+    except OSError:
+        pass
+"""
+
+
+def test_the_summary_lists_up_to_ten_refusals_and_counts_only_the_others_as_more(
+    sb: Runner, project: Path
+) -> None:
+    (project / ".py-sandboxes").write_text("python-import=os\n")
+    (project / "data").mkdir()
+    for number in range(12):  # there, but not exposed: each refusal changes what it reads
+        (project / "data" / f"f{number}.txt").write_text("x")
+    # Three refused reads of two files: both listed, no "more" for the repeat.
+    three = sb("-c", COUNTED.replace("NUMBER", "0"))
+    assert three.returncode == 0, three.stderr
+    assert "3 accesses were refused" in three.stderr, three.stderr
+    assert "/etc/hostname" in three.stderr
+    assert "/etc/hosts" in three.stderr
+    assert "more" not in three.stderr, three.stderr
+    # Fourteen distinct refusals: ten listed, "and 4 more".
+    many = sb("-c", COUNTED.replace("NUMBER", "12"))
+    assert many.returncode == 0, many.stderr
+    listed = [line for line in many.stderr.splitlines() if "to allow it" in line]
+    assert len(listed) == 10, many.stderr
+    assert "  ... and 4 more" in many.stderr, many.stderr

@@ -95,13 +95,9 @@ CHILD = """
 
 def test_cant_make_a_remote_traceback_print_a_line_of_the_callers_file(tmp_path: Path) -> None:
     (tmp_path / "appconfig.py").write_text(APPCONFIG)
-    tools = textwrap.dedent(CHILD).replace(
-        "APPCONFIG_FILE", repr(str(tmp_path / "appconfig.py"))
-    )
+    tools = textwrap.dedent(CHILD).replace("APPCONFIG_FILE", repr(str(tmp_path / "appconfig.py")))
     (tmp_path / "spoof.py").write_text(tools)
-    (tmp_path / ".py-sandboxes").write_text(
-        "python-import=spoof\npython-api=ALLOW:dynamic-code\n"
-    )
+    (tmp_path / ".py-sandboxes").write_text("python-import=spoof\npython-api=ALLOW:dynamic-code\n")
     main = """
         import traceback, appconfig, spoof
         from pysandboxes import sandboxes
@@ -154,3 +150,54 @@ def test_stand_in_classes_of_fresh_names_are_not_kept_forever() -> None:
         )
     assert len(lines) <= remote._MAX_SOURCES
     assert sum(1 for name in linecache.cache if name.startswith("<sandboxed /f")) <= len(lines)
+
+
+FORGER = """
+    import contextvars, pickle, sys
+    from pysandboxes import sandbox
+
+    @sandbox
+    def forge(depth):
+        # The call's id is in the context, the server's send path behind sys.stdout.
+        call = next(v for k, v in contextvars.copy_context().items()
+                    if k.name == "pysandboxes_call")
+        node = {"module": "builtins", "qualname": "ValueError", "args": ("x",)}
+        for _ in range(depth):  # one node, referenced twice per level: 2**depth paths
+            node = {"module": "x", "qualname": "E", "cause": node, "context": node,
+                    "frames": [("/f.py", 1, "f", "s")] * 50}
+        sys.stdout._send(11, call, pickle.dumps(node, protocol=5))  # a RAISED frame
+        return "the real result, too late"
+"""
+
+
+def test_cant_make_the_caller_spend_cpu_and_memory_on_a_forged_exception_reply(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "forger.py").write_text(textwrap.dedent(FORGER))
+    (tmp_path / ".py-sandboxes").write_text("python-import=forger, contextvars, pickle\n")
+    main = """
+        import resource, time, forger
+        from pysandboxes import sandboxes
+        with sandboxes():
+            try:
+                forger.forge(1)  # warm: the child started, the modules loaded
+            except Exception:
+                pass
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            start = time.monotonic()
+            try:
+                forger.forge(24)
+            except Exception as exc:
+                print("raised", type(exc).__name__)
+            print("seconds", round(time.monotonic() - start, 2))
+            print("KiB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+    """
+    (tmp_path / "main.py").write_text(textwrap.dedent(main))
+    run = subprocess.run(
+        [sys.executable, "main.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    said = dict(line.split(" ", 1) for line in run.stdout.splitlines())
+    assert "raised" in said, run.stdout
+    assert float(said["seconds"]) < 1.0, run.stdout
+    assert int(said["KiB"]) < 50 * 1024, run.stdout

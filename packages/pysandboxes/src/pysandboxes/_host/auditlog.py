@@ -25,7 +25,9 @@ if TYPE_CHECKING:
     from pysandboxes._wire.spec import LaunchSpec
 
 #: Refusals the summary shows one by one.
-SHOWN = 5
+SHOWN = 10
+#: Distinct refused accesses counted for the summary's "... and N more" (past it: "N+").
+_COUNTED = 100_000
 _READ = 1 << 16
 
 
@@ -37,6 +39,7 @@ class Refusals:
         total: how many accesses were refused (repeats included).
         kinds: ``(kind, count)`` of the refusals, most first.
         first: the first refusals (``SHOWN`` at most), one per target.
+        targets: how many distinct accesses (kind, target, access) were refused.
         dropped: wire lines that were not well-formed decisions.
         swallowed: the refusals that did not end the program as its uncaught exception
             (whose traceback said it all): the summary is shown when there is one.
@@ -47,6 +50,7 @@ class Refusals:
     first: tuple[Decision, ...]
     dropped: int = 0
     swallowed: int = 0
+    targets: int = 0
 
 
 def open_log(path: str) -> int:
@@ -87,6 +91,7 @@ class LogWriter:
         self._total = 0
         self._kinds: dict[str, int] = {}
         self._first: dict[tuple[str, str, str], Decision] = {}
+        self._targets: set[tuple[str, str, str]] = set()
         self._dropped = 0
         self._surfaced = 0
         import threading  # the waiter's, or partial mode's: python-sb's own start needs none
@@ -144,6 +149,8 @@ class LogWriter:
         self._total += decision.count
         self._kinds[decision.kind] = self._kinds.get(decision.kind, 0) + decision.count
         key = (decision.kind, decision.target, decision.access)
+        if len(self._targets) < _COUNTED:
+            self._targets.add(key)
         if len(self._first) < SHOWN and key not in self._first:
             self._first[key] = decision
 
@@ -155,7 +162,8 @@ class LogWriter:
             kinds = tuple(sorted(self._kinds.items(), key=lambda item: (-item[1], item[0])))
             swallowed = self._total - min(self._surfaced, self._total)
             first = tuple(self._first.values())
-            return Refusals(self._total, kinds, first, self._dropped, swallowed)
+            targets = len(self._targets)
+            return Refusals(self._total, kinds, first, self._dropped, swallowed, targets)
 
     def close(self) -> None:
         """Close the log's descriptor."""
@@ -194,9 +202,10 @@ def summary(refusals: Refusals, log: str | None, rule_file: str, mode: str = "co
         elif decision.rule_text:
             what += f": refused by '{_printable(decision.rule_text)}' ({decision.rule})"
         lines.append(what)
-    shown = len(refusals.first)
-    if refusals.total > shown:
-        lines.append(f"  ... and {refusals.total - shown} more")
+    more = max(refusals.targets, len(refusals.first)) - len(refusals.first)
+    if more:  # other accesses refused (the header's count holds the repeats too)
+        plus = "+" if refusals.targets >= _COUNTED else ""
+        lines.append(f"  ... and {more}{plus} more")
     if log is not None:
         lines.append(f"  the full log: {log}")
     else:
