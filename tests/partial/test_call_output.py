@@ -95,7 +95,8 @@ def test_cant_fill_the_callers_memory_through_a_paused_output(app: App) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     ) as process:
-        assert process.stdout is not None and process.stderr is not None
+        assert process.stdout is not None
+        assert process.stderr is not None
         time.sleep(4)  # a paused terminal: nobody reads the caller's standard output
         assert process.poll() is None  # the flood cannot be done: its output is held back
         lines = 0

@@ -142,7 +142,7 @@ def test_a_bound_method_and_a_value_of_each_kind_work_as_the_usage_page_says(
     assert valuetools.Plain.doubled(plain, 2) == [uuid.UUID(int=7)] * 2
     assert valuetools.Plain(decimal.Decimal("1.5")).doubled(3) == [decimal.Decimal("1.5")] * 3
     for value in (
-        datetime.datetime(2024, 2, 29, 12, tzinfo=datetime.timezone.utc),
+        datetime.datetime(2024, 2, 29, 12, tzinfo=datetime.UTC),
         decimal.Decimal("3.14"),
         fractions.Fraction(1, 3),
         uuid.uuid4(),
