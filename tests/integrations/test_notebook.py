@@ -19,6 +19,40 @@ def cell_outputs(cell: object) -> str:
     )
 
 
+def execute(cells: list[str], where: Path) -> list[str]:
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    client = nbclient.NotebookClient(
+        notebook,
+        timeout=120,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(where)}},
+    )
+    client.km_kwargs = {
+        "kernel_cmd": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    }  # type: ignore[attr-defined]
+    client.execute()
+    return [cell_outputs(cell) for cell in notebook.cells]
+
+
+def test_a_tools_module_imported_after_the_sandbox_opened_is_found(tmp_path: Path) -> None:
+    (tmp_path / "nbtools.py").write_text(
+        "from pysandboxes import sandbox, is_in_sandbox\n\n\n"
+        "@sandbox\ndef double(n):\n    return n * 2, is_in_sandbox()\n"
+    )
+    (tmp_path / ".py-sandboxes").write_text("python-import=pysandboxes\n")
+    cells = [
+        "%load_ext pysandboxes",
+        "%sandbox_open",
+        "import nbtools",  # a later cell: the sandbox started without it
+        "print(nbtools.double(21))",
+        "print(nbtools.double(4))",
+        "%sandbox_close",
+    ]
+    shown = execute(cells, tmp_path)
+    assert "(42, True)" in shown[3], shown
+    assert "(8, True)" in shown[4], shown
+
+
 def test_a_sandboxed_cell_reads_its_file_is_refused_another_and_the_notebook_goes_on(
     tmp_path: Path,
 ) -> None:
