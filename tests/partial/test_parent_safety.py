@@ -9,12 +9,18 @@ opcode by opcode, as a child bypassing its own encoder would write them.
 
 from __future__ import annotations
 
+import io
+import pickle
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 from partiallab import App  # type: ignore[import-not-found]
 
 from pysandboxes._host.select import unavailable_reason
+from pysandboxes._wire.codec import RefusedValue, decode_value
 
 PROVIDERS = ("landlock", "unshare", "bwrap")
 
@@ -79,3 +85,195 @@ def test_cant_use_the_applications_inherited_descriptors(
         "sandboxed ['EBADF', 'EBADF']",
         "victim original",
     ]
+
+
+# -- the reply budget: shared references are charged at every use ------------------------
+
+#: One dict of 30,000 keys, which a hostile reply refers to 600 (or 500) times.
+SHARED = {f"k{i}": i for i in range(30_000)}
+
+
+class SharedCounter:
+    """Pickles as ``Counter(SHARED)``, the dict by reference: what the child's own encoder
+    writes for a function returning 600 of them (a 155 KB stream)."""
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        import collections
+
+        return (collections.Counter, (SHARED,))
+
+
+def _shared_counters() -> bytes:
+    return pickle.dumps([SharedCounter() for _ in range(600)], protocol=5)
+
+
+def _shared_descriptions() -> bytes:
+    """500 object descriptions of ``tools.Point`` sharing one 30,000-attribute dict, as a
+    hostile child bypassing its encoder writes them (``remote-result-mode=objects``)."""
+
+    class Describing(pickle.Pickler):
+        def persistent_id(self, obj: object) -> object:
+            none: dict[str, object] = {}
+            return ("object", "tools", "Point", SHARED, none) if obj == "point" else None
+
+    out = io.BytesIO()
+    Describing(out, protocol=5).dump(["point"] * 500)
+    return out.getvalue()
+
+
+#: This process's own peak RSS, in KiB: VmHWM starts afresh at exec, where ru_maxrss
+#: keeps the peak of the process that forked it (the test runner's).
+PEAK = 'int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1])'
+
+#: A plain decoder, as one that trusts the child would decode: the bombs are real.
+NAIVE = f"""
+import pickle, sys
+class Plain:
+    pass
+class Naive(pickle.Unpickler):
+    def persistent_load(self, pid):
+        made = object.__new__(Plain)
+        made.__dict__.update(pid[3])
+        return made
+payload = sys.stdin.buffer.read()
+before = {PEAK}
+Naive(__import__("io").BytesIO(payload)).load()
+print(({PEAK} - before) // 1024)
+"""
+
+HOSTILE = """
+    import os, stat, struct, time
+    from pysandboxes import sandbox
+
+    class Point:
+        pass
+
+    def _connection():
+        for fd in range(3, 1024):
+            try:
+                if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                    return fd
+            except OSError:
+                continue
+        raise LookupError("no connection")
+
+    @sandbox
+    def forge(payload, call_id):
+        # Its own reply frame, written before the server's honest one.
+        os.write(_connection(), struct.pack("<IQB", len(payload), call_id, 10) + payload)
+        time.sleep(0.3)
+
+    SHARED = {f"k{i}": i for i in range(30_000)}
+
+    class SharedCounter:
+        def __reduce__(self):
+            import collections
+            return (collections.Counter, (SHARED,))
+
+    @sandbox
+    def shared_counters():
+        return [SharedCounter() for _ in range(600)]  # the child's own encoder writes it
+
+    @sandbox
+    def plain():
+        return {"rows": [1, 2, 3]}
+"""
+MEASURED = f"""
+    import pathlib, time, tools
+    from pysandboxes import sandboxes, RuleResultRefusedError
+    payload = pathlib.Path("payload.bin").read_bytes()
+    with sandboxes({{rules}}):
+        print(tools.plain())  # the child and the decoder are ready
+        before, start = {PEAK}, time.monotonic()
+        try:
+            tools.{{call}}
+            print("accepted")
+        except RuleResultRefusedError as exc:
+            print("refused", " ".join(str(exc).split()))
+        print("fast", time.monotonic() - start < 1.0)
+        print("grew", ({PEAK} - before) // 1024 < 50)
+        print(tools.plain())  # the child serves on
+"""
+
+
+def _naive_growth(payload: bytes) -> int:
+    """MiB a plain decoder's process grows by decoding ``payload`` (the control)."""
+    done = subprocess.run(
+        [sys.executable, "-c", NAIVE], input=payload, capture_output=True, check=True, timeout=60
+    )
+    return int(done.stdout)
+
+
+def _measured(app: App, payload: bytes, call: str, rules: str = "") -> list[str]:
+    (app.project / ".py-sandboxes").write_text(
+        "python-import=os, stat, struct, time, collections\n"
+    )
+    (app.project / "payload.bin").write_bytes(payload)
+    result = app.run(MEASURED.format(rules=rules, call=call), HOSTILE)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def test_cant_make_the_parent_spend_memory_on_shared_references(app: App) -> None:
+    payload = _shared_counters()
+    assert len(payload) < 400_000
+    assert _naive_growth(payload) > 300  # control: plain pickle copies the dict 600 times
+    lines = _measured(app, payload, "shared_counters()")
+    assert lines[0] == "{'rows': [1, 2, 3]}"
+    assert lines[1].startswith("refused the sandboxed function's result was refused"), lines
+    assert f"sandboxes(result_limit={256 << 20})" in lines[1]
+    assert "each shared part counted at every use" in lines[1]
+    assert lines[2:] == ["fast True", "grew True", "{'rows': [1, 2, 3]}"]
+
+
+def test_cant_make_the_parent_spend_memory_on_shared_object_attributes(app: App) -> None:
+    payload = _shared_descriptions()
+    assert _naive_growth(payload) > 300  # control: a decoder copying per description
+    lines = _measured(app, payload, "forge(payload, 2)", "remote_result_mode='objects'")
+    assert lines[1].startswith("refused the sandboxed function's result was refused"), lines
+    assert "more than 268435456 bytes to rebuild" in lines[1]
+    assert lines[2:] == ["fast True", "grew True", "{'rows': [1, 2, 3]}"]
+
+
+def _hand_made(body: bytes) -> bytes:
+    return b"\x80\x05" + body + b"."
+
+
+def test_a_shared_container_is_charged_at_every_use_a_shared_string_is_not() -> None:
+    container = b"]\x94(" + b"K\x01" * 1000 + b"e"  # a list of 1000 items, remembered
+    text = b"\x8c\x03abc\x94"  # a string, remembered
+    refs = 2000
+    shared = _hand_made(b"](" + container + b"h\x00" * refs + b"e")
+    # The list is 8 KiB; its 2000 uses, as copies, 16 MiB: over a 4 MiB bound.
+    with pytest.raises(RefusedValue, match=r"more than 4194304 bytes .* every use"):
+        decode_value(shared, max_bytes=4 << 20)
+    value: list[object] = decode_value(shared, max_bytes=64 << 20)  # type: ignore[assignment]
+    assert len(value) == refs + 1
+    assert all(item is value[0] for item in value)  # shared as it was sent
+    strings = _hand_made(b"](" + text + b"h\x00" * refs + b"e")
+    assert decode_value(strings, max_bytes=1 << 20) == ["abc"] * (refs + 1)
+
+
+def _tree(levels: int) -> bytes:
+    """t1 = (0, 0), t(n+1) = (tn, tn), as the key of a dict: 2**levels leaves."""
+    body = b"K\x00K\x00\x86\x94"
+    for level in range(1, levels):
+        body += b"0h" + bytes([level - 1]) + b"h" + bytes([level - 1]) + b"\x86\x94"
+    return _hand_made(b"}" + body + b"K\x01s")
+
+
+def test_cant_make_the_parent_hash_a_tree_of_shared_references() -> None:
+    # A tuple's hash is not kept: hashing the key walks every leaf of its tree.
+    (key,) = pickle.loads(_tree(16))  # control: plain pickle builds (and hashed) it
+    leaves, stack = 0, [key]
+    while stack:
+        item = stack.pop()
+        if type(item) is tuple:
+            stack.extend(item)  # type: ignore[arg-type]
+        else:
+            leaves += 1
+    assert leaves == 2**16
+    start = time.monotonic()
+    with pytest.raises(RefusedValue, match="each shared part counted at every use"):
+        decode_value(_tree(40))  # 2**40 leaves: hours of hashing
+    assert time.monotonic() - start < 1.0

@@ -126,9 +126,10 @@ def _lookup(module: object, qualname: str) -> type | None:
     found: object = module
     for part in qualname.split("."):
         found = vars(found).get(part)
-        if not isinstance(found, type):
+        if not issubclass(type(found), type):  # never isinstance: it asks for __class__
             return None
-    return found if isinstance(found, type) else None
+    made: Any = found
+    return made
 
 
 def _application_dirs() -> tuple[str, ...]:

@@ -302,7 +302,8 @@ def _check(value: object, max_depth: int, max_items: int, built: dict[type, bool
         if depth >= max_depth:
             raise RefusedValue(f"a value nested deeper than {max_depth} levels")
         members: list[object]
-        if isinstance(item, dict) and (kind in _CONTAINERS or kind in allowed):
+        # By its exact type only: isinstance() would ask a rebuilt object its __class__.
+        if kind is dict or (kind in allowed and issubclass(kind, dict)):
             mapping: dict[object, object] = item  # type: ignore[assignment]
             members = [*mapping.keys(), *mapping.values()]
         elif kind in _CONTAINERS or kind is _DEQUE or kind is _STRUCT_TIME:
@@ -325,10 +326,13 @@ def _check(value: object, max_depth: int, max_items: int, built: dict[type, bool
         stack.extend((member, depth + 1) for member in members if type(member) not in _SCALARS)
 
 
+_TUPLE_ITER: Any = vars(tuple)["__iter__"]  # a named tuple's items, never its own __iter__
+
+
 def _object_members(item: Any) -> list[object]:
     """What a rebuilt object holds: its ``__dict__`` and slots, as ``objects`` set them
     (read back the same way: no attribute of the class's is called)."""
-    found: list[object] = list(item) if tuple in type(item).__mro__ else []
+    found: list[object] = list(_TUPLE_ITER(item)) if tuple in type(item).__mro__ else []
     for base in type(item).__mro__:
         for name, slot in vars(base).items():
             kind = type(slot).__name__

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 KINDS = ("object", "tuple", "member")
+#: Where the metaclass of a class rebuilt may come from: code of the program's own would
+#: run when the class is looked up in the decoder's tables (its ``__hash__``, ``__eq__``).
+_METACLASS_MODULES = frozenset({"builtins", "abc", "enum", "typing"})
 
 
 def rebuild(
@@ -46,8 +49,16 @@ def rebuild(
         raise RefusedValue(f"{module}.{qualname}")
     if cls.__module__ != module or cls.__qualname__ != qualname:
         raise RefusedValue(f"{module}.{qualname} (defined as {cls.__module__}.{cls.__qualname__})")
+    if type(cls).__module__ not in _METACLASS_MODULES:  # it would hash or compare it
+        raise RefusedValue(f"{module}.{qualname}: its metaclass is the program's own")
     if _subclass(cls, (BaseException, type)) or _own(cls, "__setstate__"):
         raise RefusedValue(f"{module}.{qualname}: its instances are not plain data")
+    if kind != "member" and _own(cls, "__del__"):
+        # Its finalizer would run in the caller on the child's data (remove self.path).
+        raise RefusedValue(
+            f"{module}.{qualname}: it defines __del__, which would run in the caller on "
+            "data the sandbox chose; return its data instead"
+        )
     if kind == "member":
         namespace: Any = cls.__dict__
         members: Any = namespace.get("_member_map_")

@@ -13,11 +13,16 @@ and the stream is refused unless:
   never the extension registry, out-of-band buffers, or a memo slot of its choosing;
   persistent ids only for ``remote-result-mode=objects``;
 - the structure it builds stays under the bounds: nesting depth, number of objects and
-  an estimate of the memory they take (what the unpickler would allocate).
+  an estimate of the memory they take (what the unpickler would allocate);
+- it calls nothing but a maker (``REDUCE`` of what ``STACK_GLOBAL`` named), fills nothing
+  but a container, and hashes no object description (a dict key, a set member).
 
-Depths are tracked per stack slot and memo entry; a container filled after it was
-remembered can still nest deeper than the estimate, which the walk after loading catches
-(``codec``) once the size bounds have already held.
+The reply budget does not trust sharing: a stream of 155 KB can refer 600 times to one
+dict of 30,000 keys, and whatever copies or hashes what it refers to (a maker, an object
+description, a dict key, and later the application itself) pays for the whole tree each
+time. So each memo reference to a container, and each argument a maker or a description
+gets, is charged the size and objects of everything under it, as a copy would be: the
+bounds hold for the tree the stream describes, not for the bytes it took to say it.
 """
 
 from __future__ import annotations
@@ -136,6 +141,28 @@ def prescan(
         raise _malformed("an opcode without its operands", size) from None
 
 
+# What the scan knows of each stack slot and memo entry, a node: (depth, size, objects,
+# holds an object description, slot). ``size`` and ``objects`` are those of the whole
+# tree under it, as if every shared part were copied: a memo reference to a container is
+# charged them again, and so is what a maker or an object description gets (they copy
+# it). ``slot``: -2 for what cannot be filled (scalars, tuples, objects), -1 for a
+# container (or a maker's value) not remembered, else its memo index, where the latest
+# node of a container filled after it was remembered is kept. Depth 0: a scalar, whose
+# reference costs nothing (never copied; a string's hash is kept). Nodes are tuples, and
+# those of fixed-size scalars and empty containers are shared: the scan allocates little
+# more per opcode than the unpickler would.
+_NOT_FILLED = -2
+_SCALAR = [(0, cost, 0, False, _NOT_FILLED) for cost in _COST]
+_EMPTY = [(1, cost, 1, False, -1) for cost in _COST]
+_EMPTY_TUPLE = (1, 0, 0, False, _NOT_FILLED)
+_SHORT = [
+    [(0, cost + length, 1, False, _NOT_FILLED) for length in range(256)] if category == 2 else []
+    for category, cost in zip(_CATEGORY, _COST, strict=True)
+]
+_MAKER = (0, 0, 0, False, _NOT_FILLED)  # what STACK_GLOBAL pushes: only REDUCE may use it
+_Node = tuple[int, int, int, bool, int]
+
+
 def _scan(
     data: bytes | bytearray,
     size: int,
@@ -144,14 +171,15 @@ def _scan(
     max_items: int,
     max_bytes: int,
 ) -> bool:
-    stack: list[int] = []  # the nesting depth of what each slot will hold
+    stack: list[_Node] = []
     marks: list[int] = []
-    memo: list[int] = []
+    memo: list[_Node] = []
     items = 0
     cost = 0
     walk = False
     pos = 2
     category_of, width_of, cost_of, u4, u8 = _CATEGORY, _WIDTH, _COST, _U4, _U8
+    scalar_of, empty_of, short_of = _SCALAR, _EMPTY, _SHORT
     push, pop = stack.append, stack.pop
     while pos < size:
         op = data[pos]
@@ -160,89 +188,93 @@ def _scan(
         if category == 2:  # a string, bytes or long with a one-byte length
             length = data[pos]
             pos += 1 + length
-            push(0)
-            cost += cost_of[op] + length
+            node = short_of[op][length]
+            push(node)
+            cost += node[1]
         elif category == 3:  # MEMOIZE
-            memo.append(stack[-1])
+            node = stack[-1]
+            slot = node[4]
+            if slot == -1:  # a container: its memo entry follows what fills it
+                node = stack[-1] = (node[0], node[1], node[2], node[3], len(memo))
+            elif slot >= 0:
+                raise RefusedValue("the result stream remembers one object twice")
+            memo.append(node)
         elif category == 11:  # BINGET, LONG_BINGET
             index = data[pos] if width_of[op] == 1 else u4(data, pos)[0]
             pos += width_of[op]
             if index >= len(memo):
                 raise _malformed("a memo entry that was never made", pos)
-            depth = memo[index]
-            walk = walk or depth > 0
-            push(depth)
+            node = memo[index]
+            push(node)
+            items += 1
+            if node[0]:  # a shared container: charged whole at every use
+                walk = True
+                cost += node[1]
+                items += node[2]
         elif category == 1:  # a scalar of fixed size
             pos += width_of[op]
-            push(0)
+            push(scalar_of[op])
             cost += cost_of[op]
         elif category == 8:  # MARK
             marks.append(len(stack))
         elif category == 4:  # an empty container
-            push(1)
+            push(empty_of[op] if op != 0x29 else _EMPTY_TUPLE)
             items += 1
             cost += cost_of[op]
-        elif category == 7:  # APPENDS, SETITEMS, ADDITEMS
-            start = marks.pop()
+        elif category in (5, 7):  # APPEND, SETITEM; APPENDS, SETITEMS, ADDITEMS
+            start = marks.pop() if category == 7 else len(stack) - width_of[op]
+            if start < 1:
+                raise IndexError
             members = stack[start:]
             del stack[start:]
+            if stack[-1][4] == _NOT_FILLED:
+                raise RefusedValue("the result stream uses a fill on what is not a container")
             if members:
-                depth = max(members) + 1
-                if depth > stack[-1]:
-                    stack[-1] = depth
-                    if depth > max_depth:
-                        raise _too_deep(max_depth)
-                cost += cost_of[op] * len(members)
-        elif category == 5:  # APPEND, SETITEM
-            count = width_of[op]
-            depth = max(stack[-count:]) + 1
-            del stack[-count:]
-            if depth > stack[-1]:
-                stack[-1] = depth
-                if depth > max_depth:
-                    raise _too_deep(max_depth)
-            cost += cost_of[op]
-        elif category == 9:  # TUPLE1, TUPLE2, TUPLE3
-            count = width_of[op]
-            if len(stack) < count:
+                stack[-1] = _filled(stack[-1], members, op, memo, max_depth)
+                cost += cost_of[op] * (len(members) if category == 7 else 1)
+        elif category in (9, 10):  # TUPLE1, TUPLE2, TUPLE3; TUPLE, FROZENSET
+            start = marks.pop() if category == 10 else len(stack) - width_of[op]
+            if start < 0:
                 raise IndexError
-            depth = max(stack[-count:]) + 1
-            del stack[-count:]
-            push(depth)
-            items += 1
-            cost += cost_of[op]
-            if depth > max_depth:
+            members = stack[start:]
+            del stack[start:]
+            own = cost_of[op] + 8 * len(members) * (category == 10)
+            node = _joined(members, own)
+            if op == 0x91 and node[3]:
+                raise _hashed()
+            if node[0] > max_depth:
                 raise _too_deep(max_depth)
+            push(node)
+            items += 1
+            cost += own
         elif category == 12:  # a string, bytes or long with a 4 or 8 byte length
             length = u4(data, pos)[0] if width_of[op] == 4 else u8(data, pos)[0]
             pos += width_of[op] + length
-            push(0)
+            push((0, cost_of[op] + length, 1, False, _NOT_FILLED))
             items += 1
             cost += cost_of[op] + length
-        elif category in (13, 14):  # STACK_GLOBAL, REDUCE: two items become one
+        elif category == 13:  # STACK_GLOBAL: a module and a name become a maker
             if len(stack) < 2:
                 raise IndexError
-            depth = stack[-1] if category == 14 else 0
             del stack[-2:]
-            push(depth)
+            push(_MAKER)
             items += 1
-            cost += cost_of[op]
             walk = True
+        elif category == 14:  # REDUCE: a maker and its arguments, which it may copy
+            if len(stack) < 2:
+                raise IndexError
+            if stack[-2] is not _MAKER:
+                raise RefusedValue("the result stream uses REDUCE on what is not a value class")
+            depth, used, count, held, _ = stack[-1]
+            del stack[-2:]
+            push((depth, cost_of[op] + used, 1 + count, held, -1))
+            items += 1 + count
+            cost += cost_of[op] + used
         elif category == 15:  # FRAME: its length only says how the rest is read
             if u8(data, pos)[0] > size - pos - 8:
                 raise _malformed("a frame longer than the stream", pos)
             pos += 8
             continue
-        elif category == 10:  # TUPLE, FROZENSET
-            start = marks.pop()
-            members = stack[start:]
-            del stack[start:]
-            depth = max(members) + 1 if members else 1
-            push(depth)
-            items += 1
-            cost += cost_of[op] + 8 * len(members)
-            if depth > max_depth:
-                raise _too_deep(max_depth)
         elif category == 16:  # STOP
             if pos != size or len(stack) != 1 or marks:
                 raise _malformed("STOP before the end, or with items left", pos)
@@ -255,10 +287,10 @@ def _scan(
         elif category == 18:  # POP_MARK
             del stack[marks.pop() :]
         elif category == 19 and objects:  # BINPERSID: an object description, rebuilt
-            if not stack:
-                raise IndexError
-            items += 1
-            cost += cost_of[op]
+            depth, used, count, _, _ = stack[-1]  # its attributes are copied into it
+            stack[-1] = (depth, cost_of[op] + used, 1 + count, True, _NOT_FILLED)
+            items += 1 + count
+            cost += cost_of[op] + used
             walk = True
         else:
             name = _NAMES.get(bytes((op,)), f"opcode {op:#04x}")
@@ -268,10 +300,59 @@ def _scan(
     raise _malformed("no STOP", pos)
 
 
+def _joined(members: list[_Node], own: int) -> _Node:
+    """The node of a tuple or frozenset of ``members``."""
+    deepest, grown, count, held = 0, own, 1, False
+    for depth, used, objects, holds, _ in members:
+        if depth > deepest:
+            deepest = depth
+        grown += used
+        count += objects
+        held = held or holds
+    return (deepest + 1, grown, count, held, _NOT_FILLED)
+
+
+def _filled(target: _Node, members: list[_Node], op: int, memo: list[_Node], limit: int) -> _Node:
+    """The node of the container ``target`` once ``members`` are added (keys and values
+    alternate for a dict; a set's are all keys, and no object description is hashed)."""
+    slot = target[4]
+    if slot >= 0:
+        target = memo[slot]  # filled through any reference: the latest is remembered
+    deepest, grown, count, held = target[0] - 1, target[1] + 8 * len(members), target[2], False
+    for depth, used, objects, holds, _ in members:
+        if depth > deepest:
+            deepest = depth
+        grown += used
+        count += objects
+        held = held or holds
+    if held and (op == 0x90 or (op in (0x75, 0x73) and any(m[3] for m in members[::2]))):
+        raise _hashed()  # ADDITEMS; SETITEMS, SETITEM
+    if deepest >= limit:
+        raise _too_deep(limit)
+    node = (deepest + 1, grown, count, target[3] or held, slot)
+    if slot >= 0:
+        memo[slot] = node
+    return node
+
+
+def _hashed() -> RefusedValue:
+    return RefusedValue(
+        "an object as a dict key or set member (hashing it would run its class's code in "
+        "the caller): use values as keys"
+    )
+
+
 def _too_large(cost: int, max_bytes: int, items: int, max_items: int) -> RefusedValue:
+    shared = "each shared part counted at every use, as a copy of it would"
     if items > max_items:
-        return RefusedValue(f"a value of more than {max_items} objects")
-    return RefusedValue(f"a value that would take more than {max_bytes} bytes to rebuild")
+        return RefusedValue(
+            f"a value of more than {max_items} objects, {shared} (the decoder's fixed bound "
+            "on objects per reply)"
+        )
+    return RefusedValue(
+        f"a value that would take more than {max_bytes} bytes to rebuild, {shared} (the "
+        f"bound is sandboxes(result_limit={max_bytes}); a larger result_limit allows it)"
+    )
 
 
 def _too_deep(max_depth: int) -> RefusedValue:
