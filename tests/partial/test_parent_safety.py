@@ -277,3 +277,135 @@ def test_cant_make_the_parent_hash_a_tree_of_shared_references() -> None:
     with pytest.raises(RefusedValue, match="each shared part counted at every use"):
         decode_value(_tree(40))  # 2**40 leaves: hours of hashing
     assert time.monotonic() - start < 1.0
+
+
+# -- objects mode: nothing of the application's classes runs on the child's data --------
+
+OBJECTS_TOOLS = """
+    import os
+    from pysandboxes import is_in_sandbox, sandbox
+
+    class Holder:
+        def __del__(self):  # removes what it holds: in the application, outside/victim.txt
+            if not is_in_sandbox():
+                os.remove(self.path)
+
+    class Heir(Holder):
+        pass
+
+    class Key:
+        def __hash__(self):
+            if not is_in_sandbox():
+                open(os.environ["MARK"] + ".hash", "w").close()
+            return 1
+
+        def __eq__(self, other):
+            if not is_in_sandbox():
+                open(os.environ["MARK"] + ".eq", "w").close()
+            return True
+
+    class Watched:
+        def __getattribute__(self, name):
+            if not is_in_sandbox():
+                open(os.environ["MARK"] + ".attribute", "w").close()
+            return object.__getattribute__(self, name)
+
+    def holding(kind, path):
+        made = kind()
+        made.path = path
+        return made
+
+    @sandbox
+    def finalized(path):
+        return holding(Holder, path)
+
+    @sandbox
+    def inherited(path):
+        return holding(Heir, path)
+
+    @sandbox
+    def keyed():
+        return {Key(): 1}
+
+    @sandbox
+    def member():
+        return {Key()}
+
+    @sandbox
+    def watched():
+        return [Watched(), Key()]  # as values of a list: rebuilt, never hashed or asked
+"""
+OBJECTS_RULES = "python-import=os\nremote-result-mode=objects\n"
+
+
+def test_cant_make_the_parent_run_a_finalizer_on_the_childs_data(app: App, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim, control = outside / "victim.txt", outside / "control.txt"
+    victim.write_text("kept")
+    control.write_text("removed by the control")
+    (app.project / ".py-sandboxes").write_text(OBJECTS_RULES)
+    result = app.run(
+        f"""
+        import gc, os, tools
+        from pysandboxes import sandboxes, RuleResultRefusedError
+        tools.holding(tools.Holder, {str(control)!r})  # control: dropped, its __del__ runs
+        print("control", os.path.exists({str(control)!r}))
+        with sandboxes():
+            for call in (tools.finalized, tools.inherited):
+                try:
+                    call({str(victim)!r})
+                    print("rebuilt")
+                except RuleResultRefusedError as exc:
+                    print("refused", "defines __del__" in str(exc), str(exc).split(":")[1])
+        gc.collect()
+        print("victim", os.path.exists({str(victim)!r}))
+        """,
+        OBJECTS_TOOLS,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "control False",
+        "refused True  tools.Holder",
+        "refused True  tools.Heir",
+        "victim True",
+    ]
+
+
+def test_cant_make_the_parent_hash_compare_or_ask_the_childs_objects(
+    app: App, tmp_path: Path
+) -> None:
+    mark = tmp_path / "ran"
+    (app.project / ".py-sandboxes").write_text(OBJECTS_RULES)
+    result = app.run(
+        """
+        import glob, os, tools
+        from pysandboxes import sandboxes, RuleResultRefusedError
+        mark = os.environ["MARK"]
+        {tools.Key(): 1, tools.Key(): 2}  # control: building a dict hashes and compares
+        isinstance(tools.Watched(), dict)  # control: isinstance asks for __class__
+        print("control", sorted(p[len(mark):] for p in glob.glob(mark + ".*")))
+        for path in glob.glob(mark + ".*"):
+            os.remove(path)
+        with sandboxes():
+            for call in (tools.keyed, tools.member):
+                try:
+                    call()
+                    print("rebuilt")
+                except RuleResultRefusedError as exc:
+                    print("refused", "as a dict key or set member" in str(exc))
+            got = tools.watched()
+            print("rebuilt", [type(item).__name__ for item in got])
+        print("ran", sorted(p[len(mark):] for p in glob.glob(mark + ".*")))
+        """,
+        OBJECTS_TOOLS,
+        env={"MARK": str(mark)},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "control ['.attribute', '.eq', '.hash']",
+        "refused True",
+        "refused True",
+        "rebuilt ['Watched', 'Key']",
+        "ran []",
+    ]
