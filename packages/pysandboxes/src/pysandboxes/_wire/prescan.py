@@ -141,16 +141,12 @@ def prescan(
         raise _malformed("an opcode without its operands", size) from None
 
 
-# What the scan knows of each stack slot and memo entry, a node: (depth, size, objects,
-# holds an object description, slot). ``size`` and ``objects`` are those of the whole
-# tree under it, as if every shared part were copied: a memo reference to a container is
-# charged them again, and so is what a maker or an object description gets (they copy
-# it). ``slot``: -2 for what cannot be filled (scalars, tuples, objects), -1 for a
-# container (or a maker's value) not remembered, else its memo index, where the latest
-# node of a container filled after it was remembered is kept. Depth 0: a scalar, whose
-# reference costs nothing (never copied; a string's hash is kept). Nodes are tuples, and
-# those of fixed-size scalars and empty containers are shared: the scan allocates little
-# more per opcode than the unpickler would.
+# A stack slot or memo entry, as a node: (depth, size, objects, holds an object, slot);
+# size and objects are those of the whole tree under it, as if every shared part were
+# copied. slot: -2, cannot be filled (scalars, tuples, objects); -1, a container (or a
+# maker's value); else its memo index, where the latest node of it is kept as it fills.
+# Depth 0: a scalar. Nodes of fixed-size scalars and empty containers are shared tuples:
+# the scan allocates little more per opcode than the unpickler would.
 _NOT_FILLED = -2
 _SCALAR = [(0, cost, 0, False, _NOT_FILLED) for cost in _COST]
 _EMPTY = [(1, cost, 1, False, -1) for cost in _COST]
@@ -318,37 +314,27 @@ def _filled(target: _Node, members: list[_Node], op: int, memo: list[_Node], lim
     slot = target[4]
     if slot >= 0:
         target = memo[slot]  # filled through any reference: the latest is remembered
-    deepest, grown, count, held = target[0] - 1, target[1] + 8 * len(members), target[2], False
-    for depth, used, objects, holds, _ in members:
-        if depth > deepest:
-            deepest = depth
-        grown += used
-        count += objects
-        held = held or holds
+    depth, grown, count, held, _ = _joined(members, target[1] + 8 * len(members))
     if held and (op == 0x90 or (op in (0x75, 0x73) and any(m[3] for m in members[::2]))):
         raise _hashed()  # ADDITEMS; SETITEMS, SETITEM
-    if deepest >= limit:
+    if depth > limit:
         raise _too_deep(limit)
-    node = (deepest + 1, grown, count, target[3] or held, slot)
+    node = (max(depth, target[0]), grown, count - 1 + target[2], target[3] or held, slot)
     if slot >= 0:
         memo[slot] = node
     return node
 
 
 def _hashed() -> RefusedValue:
-    return RefusedValue(
-        "an object as a dict key or set member (hashing it would run its class's code in "
-        "the caller): use values as keys"
-    )
+    why = "hashing it would run its class's code in the caller"
+    return RefusedValue(f"an object as a dict key or set member ({why}): use values as keys")
 
 
 def _too_large(cost: int, max_bytes: int, items: int, max_items: int) -> RefusedValue:
     shared = "each shared part counted at every use, as a copy of it would"
     if items > max_items:
-        return RefusedValue(
-            f"a value of more than {max_items} objects, {shared} (the decoder's fixed bound "
-            "on objects per reply)"
-        )
+        bound = "the decoder's fixed bound on objects per reply"
+        return RefusedValue(f"a value of more than {max_items} objects, {shared} ({bound})")
     return RefusedValue(
         f"a value that would take more than {max_bytes} bytes to rebuild, {shared} (the "
         f"bound is sandboxes(result_limit={max_bytes}); a larger result_limit allows it)"
