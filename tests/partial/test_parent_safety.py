@@ -282,8 +282,19 @@ def test_cant_make_the_parent_hash_a_tree_of_shared_references() -> None:
 # -- objects mode: nothing of the application's classes runs on the child's data --------
 
 OBJECTS_TOOLS = """
-    import os
+    import enum, os
     from pysandboxes import is_in_sandbox, sandbox
+
+    class Color(enum.Enum):
+        RED = 1
+
+    class Hashed(enum.Enum):
+        RED = 1
+
+        def __hash__(self):
+            if not is_in_sandbox():
+                open(os.environ["MARK"] + ".member", "w").close()
+            return 1
 
     class Holder:
         def __del__(self):  # removes what it holds: in the application, outside/victim.txt
@@ -332,10 +343,18 @@ OBJECTS_TOOLS = """
         return {Key()}
 
     @sandbox
+    def members():
+        return {Color.RED: 1}  # an existing member, hashed by Enum's own __hash__
+
+    @sandbox
+    def hashed():
+        return {Hashed.RED: 1}
+
+    @sandbox
     def watched():
         return [Watched(), Key()]  # as values of a list: rebuilt, never hashed or asked
 """
-OBJECTS_RULES = "python-import=os\nremote-result-mode=objects\n"
+OBJECTS_RULES = "python-import=os, enum\nremote-result-mode=objects\n"
 
 
 def test_cant_make_the_parent_run_a_finalizer_on_the_childs_data(app: App, tmp_path: Path) -> None:
@@ -382,18 +401,17 @@ def test_cant_make_the_parent_hash_compare_or_ask_the_childs_objects(
         import glob, os, tools
         from pysandboxes import sandboxes, RuleResultRefusedError
         mark = os.environ["MARK"]
-        {tools.Key(): 1, tools.Key(): 2}  # control: building a dict hashes and compares
+        {tools.Key(): 1, tools.Key(): 2, tools.Hashed.RED: 3}  # control: a dict hashes them
         isinstance(tools.Watched(), dict)  # control: isinstance asks for __class__
         print("control", sorted(p[len(mark):] for p in glob.glob(mark + ".*")))
         for path in glob.glob(mark + ".*"):
             os.remove(path)
         with sandboxes():
-            for call in (tools.keyed, tools.member):
+            for call in (tools.keyed, tools.member, tools.hashed, tools.members):
                 try:
-                    call()
-                    print("rebuilt")
+                    print("rebuilt", call())
                 except RuleResultRefusedError as exc:
-                    print("refused", "as a dict key or set member" in str(exc))
+                    print("refused", str(exc).split(": ", 1)[1][:40])
             got = tools.watched()
             print("rebuilt", [type(item).__name__ for item in got])
         print("ran", sorted(p[len(mark):] for p in glob.glob(mark + ".*")))
@@ -403,9 +421,11 @@ def test_cant_make_the_parent_hash_compare_or_ask_the_childs_objects(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "control ['.attribute', '.eq', '.hash']",
-        "refused True",
-        "refused True",
+        "control ['.attribute', '.eq', '.hash', '.member']",
+        "refused an object as a dict key or set member (h",
+        "refused an object as a dict key or set member (h",
+        "refused tools.Hashed: its __hash__ or __eq__ is ",
+        "rebuilt {<Color.RED: 1>: 1}",
         "rebuilt ['Watched', 'Key']",
         "ran []",
     ]

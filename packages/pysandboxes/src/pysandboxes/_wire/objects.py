@@ -60,6 +60,8 @@ def rebuild(
             "data the sandbox chose; return its data instead"
         )
     if kind == "member":
+        if _defines(cls, ("__hash__", "__eq__")):  # it may be a dict key: hashed on load
+            raise RefusedValue(f"{module}.{qualname}: its __hash__ or __eq__ is the program's")
         namespace: Any = cls.__dict__
         members: Any = namespace.get("_member_map_")
         usable = _exact(members, dict) and _exact(extra, str)
@@ -84,6 +86,13 @@ def rebuild(
     _fill(made, cls, attributes, slots)
     built[cls] = True
     return made
+
+
+def _defines(cls: type, names: tuple[str, ...]) -> bool:
+    """Whether a class of the program (not ``enum``'s or a built-in one) defines one of
+    ``names``."""
+    bases = [b for b in cls.__mro__ if b.__module__ not in ("enum", "builtins")]
+    return any(name in vars(base) for base in bases for name in names)
 
 
 def _own(cls: type, name: str) -> bool:

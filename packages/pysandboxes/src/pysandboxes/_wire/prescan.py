@@ -143,11 +143,11 @@ def prescan(
 
 # A stack slot or memo entry, as a node: (depth, size, objects, holds an object, slot);
 # size and objects are those of the whole tree under it, as if every shared part were
-# copied. slot: -2, cannot be filled (scalars, tuples, objects); -1, a container (or a
-# maker's value); else its memo index, where the latest node of it is kept as it fills.
+# copied. slot: -2 (-3, a 4-tuple), cannot be filled (scalars, tuples, objects); -1, a
+# container or a maker's value; else its memo index, where its latest node is kept.
 # Depth 0: a scalar. Nodes of fixed-size scalars and empty containers are shared tuples:
 # the scan allocates little more per opcode than the unpickler would.
-_NOT_FILLED = -2
+_NOT_FILLED, _MEMBER = -2, -3
 _SCALAR = [(0, cost, 0, False, _NOT_FILLED) for cost in _COST]
 _EMPTY = [(1, cost, 1, False, -1) for cost in _COST]
 _EMPTY_TUPLE = (1, 0, 0, False, _NOT_FILLED)
@@ -223,7 +223,7 @@ def _scan(
                 raise IndexError
             members = stack[start:]
             del stack[start:]
-            if stack[-1][4] == _NOT_FILLED:
+            if stack[-1][4] < -1:
                 raise RefusedValue("the result stream uses a fill on what is not a container")
             if members:
                 stack[-1] = _filled(stack[-1], members, op, memo, max_depth)
@@ -236,6 +236,8 @@ def _scan(
             del stack[start:]
             own = cost_of[op] + 8 * len(members) * (category == 10)
             node = _joined(members, own)
+            if len(members) == 4 and op == 0x74:  # an enum member's description, maybe
+                node = (*node[:4], _MEMBER)
             if op == 0x91 and node[3]:
                 raise _hashed()
             if node[0] > max_depth:
@@ -283,8 +285,9 @@ def _scan(
         elif category == 18:  # POP_MARK
             del stack[marks.pop() :]
         elif category == 19 and objects:  # BINPERSID: an object description, rebuilt
-            depth, used, count, _, _ = stack[-1]  # its attributes are copied into it
-            stack[-1] = (depth, cost_of[op] + used, 1 + count, True, _NOT_FILLED)
+            depth, used, count, _, kind = stack[-1]  # its attributes are copied into it
+            made = kind != _MEMBER  # else an existing member (objects.rebuild checks its hash)
+            stack[-1] = (depth, cost_of[op] + used, 1 + count, made, _NOT_FILLED)
             items += 1 + count
             cost += cost_of[op] + used
             walk = True
