@@ -17,12 +17,11 @@ and the stream is refused unless:
 - it calls nothing but a maker (``REDUCE`` of what ``STACK_GLOBAL`` named), fills nothing
   but a container, and hashes no object description (a dict key, a set member).
 
-The reply budget does not trust sharing: a stream of 155 KB can refer 600 times to one
-dict of 30,000 keys, and whatever copies or hashes what it refers to (a maker, an object
-description, a dict key, and later the application itself) pays for the whole tree each
-time. So each memo reference to a container, and each argument a maker or a description
-gets, is charged the size and objects of everything under it, as a copy would be: the
-bounds hold for the tree the stream describes, not for the bytes it took to say it.
+The reply budget does not trust sharing: 155 KB can refer 600 times to one dict of 30,000
+keys, and what copies or hashes what it refers to (a maker, an object description, a
+dict key, later the application) pays for the whole tree each time. So each memo
+reference to a container, and what a maker or a description gets, is charged all that is
+under it, as a copy would be: the bounds hold for the tree the stream describes.
 """
 
 from __future__ import annotations
@@ -123,8 +122,8 @@ def prescan(
     """Refuse ``data`` unless it is a protocol 5 pickle of values within the bounds
     (see the module docstring); nothing is built. Return whether the value must still
     be walked once built: it names a class (a maker, whose result is checked then), an
-    object description, or refers twice to a container (whose depth is then known only
-    once it is built). A tree of scalars and containers needs no walk.
+    object description, or refers twice to a container. A tree of scalars and
+    containers needs no walk.
 
     Structural errors the unpickler itself refuses (an item popped from below a mark)
     are not all checked here: it stops at them, having built no more than counted.
@@ -182,15 +181,13 @@ def _scan(
         category = category_of[op]
         pos += 1
         if category == 2:  # a string, bytes or long with a one-byte length
-            length = data[pos]
-            pos += 1 + length
-            node = short_of[op][length]
+            node = short_of[op][data[pos]]
+            pos += 1 + data[pos]
             push(node)
             cost += node[1]
         elif category == 3:  # MEMOIZE
             node = stack[-1]
-            slot = node[4]
-            if slot == -1:  # a container: its memo entry follows what fills it
+            if (slot := node[4]) == -1:  # a container: its memo entry follows what fills it
                 node = stack[-1] = (node[0], node[1], node[2], node[3], len(memo))
             elif slot >= 0:
                 raise RefusedValue("the result stream remembers one object twice")
@@ -285,9 +282,9 @@ def _scan(
         elif category == 18:  # POP_MARK
             del stack[marks.pop() :]
         elif category == 19 and objects:  # BINPERSID: an object description, rebuilt
-            depth, used, count, _, kind = stack[-1]  # its attributes are copied into it
-            made = kind != _MEMBER  # else an existing member (objects.rebuild checks its hash)
-            stack[-1] = (depth, cost_of[op] + used, 1 + count, made, _NOT_FILLED)
+            # Its attributes are copied into it; a member exists (rebuild checks its hash).
+            depth, used, count, _, kind = stack[-1]
+            stack[-1] = (depth, cost_of[op] + used, 1 + count, kind != _MEMBER, _NOT_FILLED)
             items += 1 + count
             cost += cost_of[op] + used
             walk = True
