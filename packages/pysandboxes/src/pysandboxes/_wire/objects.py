@@ -182,3 +182,24 @@ def _exact(value: object, kind: type) -> bool:
 
 def _is_enum(kind: type) -> bool:
     return any(base.__module__ == "enum" and base.__name__ == "Enum" for base in kind.__mro__)
+
+
+_TUPLE_ITER: Any = vars(tuple)["__iter__"]  # a named tuple's items, never its own __iter__
+
+
+def held(item: Any) -> list[object]:
+    """What a rebuilt object holds (``codec`` walks it): its ``__dict__`` and slots, as
+    ``rebuild`` set them (read back the same way: no attribute of the class's is called)."""
+    found: list[object] = list(_TUPLE_ITER(item)) if tuple in type(item).__mro__ else []
+    for base in type(item).__mro__:
+        for name, slot in vars(base).items():
+            kind = type(slot).__name__
+            if kind == "getset_descriptor" and name == "__dict__":
+                state: dict[str, object] = slot.__get__(item)
+                found += state.values()
+            elif kind == "member_descriptor":
+                try:
+                    found.append(slot.__get__(item))
+                except AttributeError:
+                    continue  # an empty slot
+    return found

@@ -1,11 +1,10 @@
 """The shape of a result stream, checked before one object of it is built.
 
 Part of the decoder (``codec``), on the trusted side. Unpickling a hostile stream can
-cost the caller far more than the stream's size before any class is named: ten bytes
-can make the unpickler reserve gigabytes for its memo (``LONG_BINPUT`` with a large
-index), one byte makes an empty list (an 80-fold growth), and a few megabytes nest
-lists a million levels deep. So the opcodes are read first, without building anything,
-and the stream is refused unless:
+cost the caller far more than its size before any class is named: ten bytes can make
+the unpickler reserve gigabytes for its memo, one byte makes an empty list (an 80-fold
+growth), a few megabytes nest lists a million levels deep. So the opcodes are read
+first, without building anything, and the stream is refused unless:
 
 - every opcode is one the sandboxed side's encoder writes for values (protocol 5,
   binary): never a class by text (``GLOBAL``, ``INST``, ``OBJ``), never ``BUILD`` or
@@ -118,12 +117,12 @@ def prescan(
     max_depth: int,
     max_items: int,
     max_bytes: int,
-) -> bool:
+) -> int:
     """Refuse ``data`` unless it is a protocol 5 pickle of values within the bounds
-    (see the module docstring); nothing is built. Return whether the value must still
-    be walked once built: it names a class (a maker, whose result is checked then), an
-    object description, or refers twice to a container. A tree of scalars and
-    containers needs no walk.
+    (see the module docstring); nothing is built. Return ``WALK`` when the value must
+    still be walked once built (it names a class, an object description, or refers
+    twice to a container: a tree of scalars and containers needs no walk), plus
+    ``CENSUS`` when a dict or set has keys whose hashes the stream chose.
 
     Structural errors the unpickler itself refuses (an item popped from below a mark)
     are not all checked here: it stops at them, having built no more than counted.
@@ -140,22 +139,24 @@ def prescan(
         raise _malformed("an opcode without its operands", size) from None
 
 
-# A stack slot or memo entry, as a node: (depth, size, objects, holds an object, slot);
-# size and objects are those of the whole tree under it, as if every shared part were
-# copied. slot: -2 (-3, a 4-tuple), cannot be filled (scalars, tuples, objects); -1, a
-# container or a maker's value; else its memo index, where its latest node is kept.
-# Depth 0: a scalar. Nodes of fixed-size scalars and empty containers are shared tuples:
-# the scan allocates little more per opcode than the unpickler would.
-_NOT_FILLED, _MEMBER = -2, -3
-_SCALAR = [(0, cost, 0, False, _NOT_FILLED) for cost in _COST]
-_EMPTY = [(1, cost, 1, False, -1) for cost in _COST]
-_EMPTY_TUPLE = (1, 0, 0, False, _NOT_FILLED)
+# A stack slot or memo entry, as a node: (depth, size, objects, flags, slot); size and
+# objects are those of the whole tree under it, as if every shared part were copied.
+# Flags: it holds an object description; its hash is the stream's choice (a float, long,
+# tuple, maker's value: keys that can be made to collide). Slot: -2 (-3, a 4-tuple),
+# cannot be filled; -1, a container or a maker's value; else its memo index, where its
+# latest node is kept. Nodes of fixed-size scalars and empty containers are shared.
+_NOT_FILLED, _MEMBER, _OBJECT, _CHOSEN = -2, -3, 1, 2
+#: ``prescan``'s answer: walk the value once built; count the hashes of keys (``codec``).
+WALK, CENSUS = 1, 2
+_SCALAR = [(0, cost, 0, _CHOSEN * (op == 0x47), _NOT_FILLED) for op, cost in enumerate(_COST)]
+_EMPTY = [(1, cost, 1, 0, -1) for cost in _COST]
+_EMPTY_TUPLE = (1, 0, 0, 0, _NOT_FILLED)
 _SHORT = [
-    [(0, cost + length, 1, False, _NOT_FILLED) for length in range(256)] if category == 2 else []
-    for category, cost in zip(_CATEGORY, _COST, strict=True)
+    [(0, cost + n, 1, _CHOSEN * (op == 0x8A), _NOT_FILLED) for n in range(256)] if kind == 2 else []
+    for op, (kind, cost) in enumerate(zip(_CATEGORY, _COST, strict=True))
 ]
-_MAKER = (0, 0, 0, False, _NOT_FILLED)  # what STACK_GLOBAL pushes: only REDUCE may use it
-_Node = tuple[int, int, int, bool, int]
+_MAKER = (0, 0, 0, 0, _NOT_FILLED)  # what STACK_GLOBAL pushes: only REDUCE may use it
+_Node = tuple[int, int, int, int, int]
 
 
 def _scan(
@@ -165,13 +166,11 @@ def _scan(
     max_depth: int,
     max_items: int,
     max_bytes: int,
-) -> bool:
+) -> int:
     stack: list[_Node] = []
     marks: list[int] = []
     memo: list[_Node] = []
-    items = 0
-    cost = 0
-    walk = False
+    items = cost = walk = 0
     pos = 2
     category_of, width_of, cost_of, u4, u8 = _CATEGORY, _WIDTH, _COST, _U4, _U8
     scalar_of, empty_of, short_of = _SCALAR, _EMPTY, _SHORT
@@ -197,11 +196,10 @@ def _scan(
             pos += width_of[op]
             if index >= len(memo):
                 raise _malformed("a memo entry that was never made", pos)
-            node = memo[index]
-            push(node)
+            push(node := memo[index])
             items += 1
             if node[0]:  # a shared container: charged whole at every use
-                walk = True
+                walk |= WALK
                 cost += node[1]
                 items += node[2]
         elif category == 1:  # a scalar of fixed size
@@ -223,8 +221,11 @@ def _scan(
             if stack[-1][4] < -1:
                 raise RefusedValue("the result stream uses a fill on what is not a container")
             if members:
-                stack[-1] = _filled(stack[-1], members, op, memo, max_depth)
+                stack[-1] = node = _filled(stack[-1], members, op, memo, max_depth)
                 cost += cost_of[op] * (len(members) if category == 7 else 1)
+                if node[3] & _CHOSEN and op not in (0x61, 0x65) and not walk & CENSUS:
+                    keys = members if op == 0x90 else members[::2]  # ADDITEMS: a set's
+                    walk |= CENSUS * any(key[3] & _CHOSEN for key in keys)
         elif category in (9, 10):  # TUPLE1, TUPLE2, TUPLE3; TUPLE, FROZENSET
             start = marks.pop() if category == 10 else len(stack) - width_of[op]
             if start < 0:
@@ -235,17 +236,19 @@ def _scan(
             node = _joined(members, own)
             if len(members) == 4 and op == 0x74:  # an enum member's description, maybe
                 node = (*node[:4], _MEMBER)
-            if op == 0x91 and node[3]:
-                raise _hashed()
+            if op == 0x91 and node[3] & _OBJECT:
+                raise RefusedValue(_HASHED)
+            if op == 0x91 and any(member[3] & _CHOSEN for member in members):
+                walk |= CENSUS
             if node[0] > max_depth:
-                raise _too_deep(max_depth)
+                raise RefusedValue(_TOO_DEEP.format(max_depth))
             push(node)
             items += 1
             cost += own
         elif category == 12:  # a string, bytes or long with a 4 or 8 byte length
             length = u4(data, pos)[0] if width_of[op] == 4 else u8(data, pos)[0]
             pos += width_of[op] + length
-            push((0, cost_of[op] + length, 1, False, _NOT_FILLED))
+            push((0, cost_of[op] + length, 1, _CHOSEN * (op == 0x8B), _NOT_FILLED))
             items += 1
             cost += cost_of[op] + length
         elif category == 13:  # STACK_GLOBAL: a module and a name become a maker
@@ -254,22 +257,19 @@ def _scan(
             del stack[-2:]
             push(_MAKER)
             items += 1
-            walk = True
+            walk |= WALK
         elif category == 14:  # REDUCE: a maker and its arguments, which it may copy
-            if len(stack) < 2:
-                raise IndexError
-            if stack[-2] is not _MAKER:
+            if stack[-2] is not _MAKER:  # (an IndexError when there are not two)
                 raise RefusedValue("the result stream uses REDUCE on what is not a value class")
             depth, used, count, held, _ = stack[-1]
             del stack[-2:]
-            push((depth, cost_of[op] + used, 1 + count, held, -1))
+            push((depth, cost_of[op] + used, 1 + count, held | _CHOSEN, -1))
             items += 1 + count
             cost += cost_of[op] + used
         elif category == 15:  # FRAME: its length only says how the rest is read
             if u8(data, pos)[0] > size - pos - 8:
                 raise _malformed("a frame longer than the stream", pos)
             pos += 8
-            continue
         elif category == 16:  # STOP
             if pos != size or len(stack) != 1 or marks:
                 raise _malformed("STOP before the end, or with items left", pos)
@@ -284,10 +284,10 @@ def _scan(
         elif category == 19 and objects:  # BINPERSID: an object description, rebuilt
             # Its attributes are copied into it; a member exists (rebuild checks its hash).
             depth, used, count, _, kind = stack[-1]
-            stack[-1] = (depth, cost_of[op] + used, 1 + count, kind != _MEMBER, _NOT_FILLED)
+            stack[-1] = (depth, cost_of[op] + used, 1 + count, _OBJECT * (kind != _MEMBER), -2)
             items += 1 + count
             cost += cost_of[op] + used
-            walk = True
+            walk |= WALK
         else:
             name = _NAMES.get(bytes((op,)), f"opcode {op:#04x}")
             raise RefusedValue(f"the result stream uses {name}, which values never need")
@@ -297,15 +297,15 @@ def _scan(
 
 
 def _joined(members: list[_Node], own: int) -> _Node:
-    """The node of a tuple or frozenset of ``members``."""
-    deepest, grown, count, held = 0, own, 1, False
+    """The node of a tuple or frozenset of ``members`` (a tuple's hash is its members')."""
+    deepest, grown, count, held = 0, own, 1, 0
     for depth, used, objects, holds, _ in members:
         if depth > deepest:
             deepest = depth
         grown += used
         count += objects
-        held = held or holds
-    return (deepest + 1, grown, count, held, _NOT_FILLED)
+        held |= holds
+    return (deepest + 1, grown, count, held | _CHOSEN, _NOT_FILLED)
 
 
 def _filled(target: _Node, members: list[_Node], op: int, memo: list[_Node], limit: int) -> _Node:
@@ -314,20 +314,27 @@ def _filled(target: _Node, members: list[_Node], op: int, memo: list[_Node], lim
     slot = target[4]
     if slot >= 0:
         target = memo[slot]  # filled through any reference: the latest is remembered
-    depth, grown, count, held, _ = _joined(members, target[1] + 8 * len(members))
-    if held and (op == 0x90 or (op in (0x75, 0x73) and any(m[3] for m in members[::2]))):
-        raise _hashed()  # ADDITEMS; SETITEMS, SETITEM
-    if depth > limit:
-        raise _too_deep(limit)
-    node = (max(depth, target[0]), grown, count - 1 + target[2], target[3] or held, slot)
+    deepest, grown, count, held = target[0] - 1, target[1] + 8 * len(members), target[2], 0
+    for depth, used, objects, holds, _ in members:  # as _joined: one call per fill
+        if depth > deepest:
+            deepest = depth
+        grown += used
+        count += objects
+        held |= holds
+    if held & _OBJECT and (  # ADDITEMS; SETITEMS, SETITEM
+        op == 0x90 or (op in (0x75, 0x73) and any(k[3] & _OBJECT for k in members[::2]))
+    ):
+        raise RefusedValue(_HASHED)
+    if deepest >= limit:
+        raise RefusedValue(_TOO_DEEP.format(limit))
+    node = (deepest + 1, grown, count, target[3] | held, slot)
     if slot >= 0:
         memo[slot] = node
     return node
 
 
-def _hashed() -> RefusedValue:
-    why = "hashing it would run its class's code in the caller"
-    return RefusedValue(f"an object as a dict key or set member ({why}): use values as keys")
+_HASHED = "an object as a dict key or set member (its class's __hash__ would run): use values"
+_TOO_DEEP = "a value nested deeper than {} levels"  # the decoder's fixed bound
 
 
 def _too_large(cost: int, max_bytes: int, items: int, max_items: int) -> RefusedValue:
@@ -339,10 +346,6 @@ def _too_large(cost: int, max_bytes: int, items: int, max_items: int) -> Refused
         f"a value that would take more than {max_bytes} bytes to rebuild, {shared} (the "
         f"bound is sandboxes(result_limit={max_bytes}); a larger result_limit allows it)"
     )
-
-
-def _too_deep(max_depth: int) -> RefusedValue:
-    return RefusedValue(f"a value nested deeper than {max_depth} levels")
 
 
 def classes(data: bytes | bytearray, limit: int = 100_000) -> list[tuple[str, str]]:
@@ -360,16 +363,13 @@ def classes(data: bytes | bytearray, limit: int = 100_000) -> list[tuple[str, st
             category, width = _CATEGORY[op], _WIDTH[op]
             pos += 1
             if op in (0x63, 0x69):  # GLOBAL, INST: "module\nname\n"
-                first = data.index(b"\n", pos)
-                second = data.index(b"\n", first + 1)
-                module = bytes(data[pos:first]).decode("ascii", "replace")
-                found.append((module, bytes(data[first + 1 : second]).decode("ascii", "replace")))
+                second = data.index(b"\n", data.index(b"\n", pos) + 1)
+                module, name = bytes(data[pos:second]).decode("ascii", "replace").split("\n")
+                found.append((module, name))
                 pos = second + 1
                 pushed.append(None)
             elif category in (2, 12):
-                length = (
-                    data[pos] if width == 1 else int.from_bytes(data[pos : pos + width], "little")
-                )
+                length = int.from_bytes(data[pos : pos + width], "little")
                 text = bytes(data[pos + width : pos + width + length])
                 unicode = op in (0x8C, 0x58, 0x8D)
                 pushed.append(text.decode("utf-8", "replace") if unicode else None)
