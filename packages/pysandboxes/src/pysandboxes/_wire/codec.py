@@ -305,13 +305,18 @@ def _reader(*, census: bool = False) -> type[Any]:
                 )
             counts[code] = seen + 1
 
-    def setitems(self: Any, one: bool = False) -> None:
-        items = self.stack[-2:] if one else self.pop_mark()
-        if one:
-            del self.stack[-2:]
+    def inserted(self: Any, items: list[Any]) -> None:
         counted(self, self.stack[-1], items[::2])
         for key, value in zip(items[::2], items[1::2], strict=True):
             self.stack[-1][key] = value
+
+    def setitems(self: Any) -> None:
+        inserted(self, self.pop_mark())
+
+    def setitem(self: Any) -> None:
+        items = self.stack[-2:]
+        del self.stack[-2:]
+        inserted(self, items)
 
     def additems(self: Any) -> None:
         items = self.pop_mark()
@@ -325,7 +330,7 @@ def _reader(*, census: bool = False) -> type[Any]:
         self.append(frozenset(items))
 
     table: Any = CensusUnpickler.dispatch
-    table.update({0x75: setitems, 0x73: lambda self: setitems(self, True)})  # type: ignore[misc]
+    table.update({0x75: setitems, 0x73: setitem})
     table.update({0x90: additems, 0x91: frozen})
     _readers.extend((ValueUnpickler, CensusUnpickler))
     return _readers[census]
