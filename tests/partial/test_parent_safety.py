@@ -369,6 +369,19 @@ OBJECTS_TOOLS = """
                 open(os.environ["MARK"] + ".eq", "w").close()
             return True
 
+    class Meta(type):
+        def __hash__(cls):
+            if not is_in_sandbox():
+                open(os.environ["MARK"] + ".meta", "w").close()
+            return 1
+
+    class Registered(metaclass=Meta):
+        pass
+
+    @sandbox
+    def registered():
+        return Registered()
+
     class Watched:
         def __getattribute__(self, name):
             if not is_in_sandbox():
@@ -455,13 +468,13 @@ def test_cant_make_the_parent_hash_compare_or_ask_the_childs_objects(
         import glob, os, tools
         from pysandboxes import sandboxes, RuleResultRefusedError
         mark = os.environ["MARK"]
-        {tools.Key(): 1, tools.Key(): 2, tools.Hashed.RED: 3}  # control: a dict hashes them
+        {tools.Key(): 1, tools.Key(): 2, tools.Hashed.RED: 3, tools.Registered: 4}  # control
         isinstance(tools.Watched(), dict)  # control: isinstance asks for __class__
         print("control", sorted(p[len(mark):] for p in glob.glob(mark + ".*")))
         for path in glob.glob(mark + ".*"):
             os.remove(path)
         with sandboxes():
-            for call in (tools.keyed, tools.member, tools.hashed, tools.members):
+            for call in (tools.keyed, tools.member, tools.hashed, tools.registered, tools.members):
                 try:
                     print("rebuilt", call())
                 except RuleResultRefusedError as exc:
@@ -475,10 +488,11 @@ def test_cant_make_the_parent_hash_compare_or_ask_the_childs_objects(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
-        "control ['.attribute', '.eq', '.hash', '.member']",
+        "control ['.attribute', '.eq', '.hash', '.member', '.meta']",
         "refused an object as a dict key or set member (i",
         "refused an object as a dict key or set member (i",
         "refused tools.Hashed: its __hash__ or __eq__ is ",
+        "refused tools.Registered: its metaclass defines ",
         "rebuilt {<Color.RED: 1>: 1}",
         "rebuilt ['Watched', 'Key']",
         "ran []",

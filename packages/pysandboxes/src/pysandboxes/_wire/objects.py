@@ -26,9 +26,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 KINDS = ("object", "tuple", "member")
-#: Where the metaclass of a class rebuilt may come from: code of the program's own would
-#: run when the class is looked up in the decoder's tables (its ``__hash__``, ``__eq__``).
-_METACLASS_MODULES = frozenset({"builtins", "abc", "enum", "typing"})
+#: What a metaclass of the program's may not define: the decoder hashes a class rebuilt
+#: (its tables) and reads its names, which would run them.
+_LOOKUP = ("__hash__", "__eq__", "__getattribute__", "__getattr__")
 
 
 def rebuild(
@@ -44,13 +44,11 @@ def rebuild(
     kind, module, qualname, extra, last = fields
     if kind not in KINDS or not _exact(module, str) or not _exact(qualname, str):
         raise RefusedValue("a persistent id that is not an object description")
-    cls: Any = allowed(module, qualname)
-    if cls is None:
+    cls: Any = allowed(module, qualname)  # refuses one whose metaclass fails plain_lookup
+    if cls is None or not plain_lookup(cls):
         raise RefusedValue(f"{module}.{qualname}")
     if cls.__module__ != module or cls.__qualname__ != qualname:
         raise RefusedValue(f"{module}.{qualname} (defined as {cls.__module__}.{cls.__qualname__})")
-    if type(cls).__module__ not in _METACLASS_MODULES:  # it would hash or compare it
-        raise RefusedValue(f"{module}.{qualname}: its metaclass is the program's own")
     if _subclass(cls, (BaseException, type)) or _own(cls, "__setstate__"):
         raise RefusedValue(f"{module}.{qualname}: its instances are not plain data")
     if kind != "member" and _own(cls, "__del__"):
@@ -86,6 +84,12 @@ def rebuild(
     _fill(made, cls, attributes, slots)
     built[cls] = True
     return made
+
+
+def plain_lookup(cls: type) -> bool:
+    """Whether reading the names of ``cls`` and hashing it (the decoder's tables) runs no
+    code of the program's: its metaclass defines none of ``_LOOKUP``."""
+    return not _defines(type(cls), _LOOKUP)
 
 
 def _defines(cls: type, names: tuple[str, ...]) -> bool:
