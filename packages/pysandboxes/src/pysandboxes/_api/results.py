@@ -123,12 +123,23 @@ class Learner(Allowlist):
 
 def _lookup(module: object, qualname: str) -> type | None:
     """The class ``qualname`` names in ``module``, through ``__dict__`` entries only."""
+    from pysandboxes._wire.objects import plain_lookup
+    from pysandboxes._wire.values import RefusedValue
+
     found: object = module
     for part in qualname.split("."):
         found = vars(found).get(part)
-        if not isinstance(found, type):
+        if not issubclass(type(found), type):  # never isinstance: it asks for __class__
             return None
-    return found if isinstance(found, type) else None
+        made: Any = found
+        if not plain_lookup(made):  # its names are read next (vars too)
+            raise RefusedValue(
+                f"{vars(module).get('__name__')}.{qualname}: its metaclass defines __hash__, "
+                "__eq__ or attribute lookup, "
+                "which the caller would run; return its data instead"
+            )
+    made = found
+    return made
 
 
 def _application_dirs() -> tuple[str, ...]:

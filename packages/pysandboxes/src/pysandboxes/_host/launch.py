@@ -55,6 +55,7 @@ from pysandboxes._wire.spec import (
     Program,
     deferred,
     encode,
+    named_descriptors,
 )
 from pysandboxes.errors import ConfigIssue, ConfigRefusedError, ConfigSyntaxError
 
@@ -249,6 +250,8 @@ def spawn(
     """Start the sandboxed interpreter for ``spec``; return its pid (or its provider's).
 
     ``file_actions`` set its standard descriptors (partial mode: never the caller's own);
+    the child closes every other one it inherits but those the spec names and a
+    partial-mode child's lifeline (``lifeline.lent``), before anything else runs;
     ``detached`` puts it in a process group of its own, out of the terminal's reach
     (partial mode: the caller ends it, a ^C is the caller's; its group is killed as one).
     """
@@ -259,7 +262,13 @@ def spawn(
     first = spec.startup_flags
     boot = BOOT.format(path=package_parent)
     mode = f"{spec.provider}:detached" if detached else spec.provider  # see _kernel.lifetime
+    kept = {read_end, *named_descriptors(spec)}
+    if detached:  # partial mode: the child's lifeline too
+        from pysandboxes._host.lifeline import lent
+
+        kept |= lent()
     argv = [sys.executable, *first, *flags, "-c", boot, str(read_end), mode]
+    argv.append(",".join(map(str, sorted(kept))))
     executable, argv, inherited = command_for(spec, child_env, argv, cwd)
     # The provider's program stays in the terminal's process group: a ^C there must reach
     # the program (the waiter relays it), not end the provider. The child restores them.

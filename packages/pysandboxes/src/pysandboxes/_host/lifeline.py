@@ -34,6 +34,8 @@ import threading
 #: The write ends held by this process, closed in any child it forks.
 _held: set[int] = set()
 _held_lock = threading.Lock()
+#: The child ends lent to the next spawn: the child keeps them open (``lent``).
+_lent: set[int] = set()
 _REAPER = 'read -r _ || { sleep 0.5; rm -rf -- "$1"; }'
 
 
@@ -49,6 +51,13 @@ def _close_held() -> None:
 os.register_at_fork(after_in_child=_close_held)
 
 
+def lent() -> frozenset[int]:
+    """The lifeline ends the process spawned now inherits: it must not close them (it
+    closes every descriptor its spec does not name, see ``_kernel.lifetime``)."""
+    with _held_lock:
+        return frozenset(_lent)
+
+
 class Lifeline:
     """The lifeline of one child and its reaper (see the module docstring)."""
 
@@ -62,6 +71,8 @@ class Lifeline:
     def inheritable(self, flag: bool) -> None:
         """Let the next process spawned inherit the child's end (the child alone)."""
         os.set_inheritable(self.child_end, flag)
+        with _held_lock:
+            (_lent.add if flag else _lent.discard)(self.child_end)
 
     def arm(self, group: int, tempdir: str | None) -> None:
         """The child (process group ``group``) is started: ask the kernel to kill it when

@@ -53,11 +53,15 @@ refused: list[str] = []
 _parent_bound: list[bool] = [True]
 
 
-def begin(provider: str) -> None:
+def begin(provider: str, kept: str = "") -> None:
     """Put the rest of this interpreter (the program) below a pid 1 that ends with it, as
     ``provider`` needs (see the module docstring). Returns in the program's process only;
     when no namespace can be made, runs the program here (the trusted side's sweep is
-    then all there is) and says why in ``refused``."""
+    then all there is) and says why in ``refused``.
+
+    First of all, every descriptor but the standard streams and those ``kept`` lists
+    (comma-separated: the ones the spec names) is closed: see ``close_inherited``."""
+    close_inherited(kept)
     provider, _, how = provider.partition(":")
     if how == "detached":  # partial mode: its caller's lifeline ends it (see _host.partial);
         # the death signal would fire when the *thread* that started it ends, not the caller
@@ -72,6 +76,30 @@ def begin(provider: str) -> None:
             if drop is not None:
                 drop()
             _forget_ctypes()
+
+
+def close_inherited(kept: str) -> None:
+    """Close what this process inherited beyond the standard streams and ``kept``.
+
+    In partial mode the application cannot close its own descriptors before the spawn
+    (a shell's, systemd's, an ``os.dup2``), and the kernel layer judges paths, never a
+    descriptor already open: one held on a file outside the rules would reach it. So the
+    child itself closes them, before any process in front of the program is forked.
+    """
+    keep = {0, 1, 2, *(int(fd) for fd in kept.split(",") if fd)}
+    try:
+        found = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc here: close every range between the kept ones
+        edges = sorted(keep)
+        for low, high in zip(edges, [*edges[1:], os.sysconf("SC_OPEN_MAX")], strict=True):
+            os.closerange(low + 1, high)
+        return
+    for fd in found:
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                continue  # the listing's own descriptor, closed already
 
 
 def _separate() -> Callable[[], None] | None:

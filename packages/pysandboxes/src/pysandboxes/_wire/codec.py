@@ -45,7 +45,7 @@ from pysandboxes._wire.values import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from typing import Any
+    from typing import Any, ClassVar
 
 
 def _text(value: object, *, limit: int = MAX_TEXT) -> str | None:
@@ -206,10 +206,10 @@ def decode_value(
             holding more than ``max_items`` objects or taking more than ``max_bytes``
             to rebuild, or a stream that is not a pickle of values.
     """
-    from pysandboxes._wire.prescan import prescan
+    from pysandboxes._wire.prescan import CENSUS, WALK, prescan
 
     try:
-        walk = prescan(
+        found = prescan(
             payload,
             objects=objects is not None,
             max_depth=max_depth,
@@ -221,7 +221,7 @@ def decode_value(
         if named is None:
             raise
         raise RefusedValue(named) from None  # the class says more than the opcode
-    reader = _reader()(io.BytesIO(payload))
+    reader = _reader(census=bool(found & CENSUS))(io.BytesIO(payload))
     reader.allowed = objects
     try:
         value = reader.load()
@@ -229,7 +229,7 @@ def decode_value(
         raise
     except Exception as exc:  # a malformed stream: any error the unpickler raises
         raise RefusedValue(f"not a valid result stream ({type(exc).__name__}: {exc})") from None
-    if walk:
+    if found & WALK:
         _check(value, max_depth, max_items, reader.built)
     return value
 
@@ -247,37 +247,93 @@ def _named_class(payload: bytes | bytearray) -> str | None:
 
 
 _readers: list[type[Any]] = []
+#: Keys of one dict or set that may share one hash: past it, each insertion would walk
+#: all the others, quadratic work the stream chose (equal big ints, crafted tuples).
+MAX_COLLISIONS = 64
 
 
-def _reader() -> type[Any]:
-    """The unpickler class, made once: its names give makers, its persistent ids objects."""
+def _reader(*, census: bool = False) -> type[Any]:
+    """The unpickler class, made once: its names give makers, its persistent ids objects.
+
+    With ``census`` the Python unpickler, which counts the hashes of the keys of each
+    dict and set before inserting them (``prescan`` asks for it only when some key's
+    hash is the stream's choice: a tuple, a float, a long, a maker's value)."""
     if _readers:
-        return _readers[0]
+        return _readers[census]
     import pickle
 
     from pysandboxes._wire.makers import MAKERS
     from pysandboxes._wire.objects import rebuild
 
-    class ValueUnpickler(pickle.Unpickler):
+    class Names:
         allowed: Callable[[str, str], type | None] | None = None
+        built: dict[type, bool]
 
-        def __init__(self, file: io.BytesIO) -> None:
-            super().__init__(file)
-            self.built: dict[type, bool] = {}
-
-        def find_class(self, module: str, name: str, /) -> Any:
+        def find_class(self, module: str, name: str) -> Any:
             maker = MAKERS.get((module, name))
             if maker is None:
                 raise RefusedValue(f"{module}.{name}")
             return maker
 
-        def persistent_load(self, pid: Any, /) -> Any:
+        def persistent_load(self, pid: Any) -> Any:
             if self.allowed is None:
                 raise RefusedValue("persistent ids are not values")
             return rebuild(pid, self.allowed, self.built)
 
-    _readers.append(ValueUnpickler)
-    return ValueUnpickler
+    class ValueUnpickler(Names, pickle.Unpickler):
+        def __init__(self, file: io.BytesIO) -> None:
+            super().__init__(file)
+            self.built = {}
+
+    class CensusUnpickler(Names, pickle._Unpickler):  # pyright: ignore[reportPrivateUsage]
+        dispatch: ClassVar[dict[int, Any]] = dict(pickle._Unpickler.dispatch)  # pyright: ignore[reportPrivateUsage]
+
+        def __init__(self, file: io.BytesIO) -> None:
+            super().__init__(file)
+            self.built = {}
+            self.counts: dict[int, tuple[object, dict[int, int]]] = {}
+
+    def counted(self: Any, target: object, keys: Iterable[object]) -> None:
+        # The target is kept with its counts: its id is not reused while loading.
+        counts = self.counts.setdefault(id(target), (target, {}))[1]
+        for key in keys:
+            seen = counts.get(code := hash(key), 0)
+            if seen >= MAX_COLLISIONS:
+                raise RefusedValue(
+                    f"a dict or set of more than {MAX_COLLISIONS} keys sharing one hash (the "
+                    "decoder's fixed bound: building it would take the square of their number)"
+                )
+            counts[code] = seen + 1
+
+    def inserted(self: Any, items: list[Any]) -> None:
+        counted(self, self.stack[-1], items[::2])
+        for key, value in zip(items[::2], items[1::2], strict=True):
+            self.stack[-1][key] = value
+
+    def setitems(self: Any) -> None:
+        inserted(self, self.pop_mark())
+
+    def setitem(self: Any) -> None:
+        items = self.stack[-2:]
+        del self.stack[-2:]
+        inserted(self, items)
+
+    def additems(self: Any) -> None:
+        items = self.pop_mark()
+        counted(self, self.stack[-1], items)
+        for item in items:
+            self.stack[-1].add(item)
+
+    def frozen(self: Any) -> None:
+        items = self.pop_mark()
+        counted(self, object(), items)
+        self.append(frozenset(items))
+
+    table: Any = CensusUnpickler.dispatch
+    table.update({0x75: setitems, 0x73: setitem})
+    table.update({0x90: additems, 0x91: frozen})
+    _readers.extend((ValueUnpickler, CensusUnpickler))
+    return _readers[census]
 
 
 _SCALARS = frozenset(SCALARS)
@@ -289,6 +345,8 @@ def _check(value: object, max_depth: int, max_items: int, built: dict[type, bool
     deeper than ``max_depth`` or larger than ``max_items``."""
     if type(value) in _SCALARS:
         return
+    from pysandboxes._wire.objects import held
+
     allowed = value_types()
     stack: list[tuple[object, int]] = [(value, 0)]
     seen: set[int] = set()
@@ -302,7 +360,8 @@ def _check(value: object, max_depth: int, max_items: int, built: dict[type, bool
         if depth >= max_depth:
             raise RefusedValue(f"a value nested deeper than {max_depth} levels")
         members: list[object]
-        if isinstance(item, dict) and (kind in _CONTAINERS or kind in allowed):
+        # By its exact type only: isinstance() would ask a rebuilt object its __class__.
+        if kind is dict or (kind in allowed and issubclass(kind, dict)):
             mapping: dict[object, object] = item  # type: ignore[assignment]
             members = [*mapping.keys(), *mapping.values()]
         elif kind in _CONTAINERS or kind is _DEQUE or kind is _STRUCT_TIME:
@@ -314,7 +373,7 @@ def _check(value: object, max_depth: int, max_items: int, built: dict[type, bool
         elif kind in built:
             if not built[kind]:
                 continue  # an enum member: the application's own object, not made here
-            members = _object_members(item)
+            members = held(item)
         else:
             raise RefusedValue(f"{kind.__module__}.{kind.__qualname__}")
         items += len(members)
@@ -323,24 +382,6 @@ def _check(value: object, max_depth: int, max_items: int, built: dict[type, bool
         if set(map(type, members)) <= _SCALARS:
             continue
         stack.extend((member, depth + 1) for member in members if type(member) not in _SCALARS)
-
-
-def _object_members(item: Any) -> list[object]:
-    """What a rebuilt object holds: its ``__dict__`` and slots, as ``objects`` set them
-    (read back the same way: no attribute of the class's is called)."""
-    found: list[object] = list(item) if tuple in type(item).__mro__ else []
-    for base in type(item).__mro__:
-        for name, slot in vars(base).items():
-            kind = type(slot).__name__
-            if kind == "getset_descriptor" and name == "__dict__":
-                state: dict[str, object] = slot.__get__(item)
-                found += state.values()
-            elif kind == "member_descriptor":
-                try:
-                    found.append(slot.__get__(item))
-                except AttributeError:
-                    continue  # an empty slot
-    return found
 
 
 __all__ = [

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 KINDS = ("object", "tuple", "member")
+#: What a metaclass of the program's may not define: the decoder hashes a class rebuilt
+#: (its tables) and reads its names, which would run them.
+_LOOKUP = ("__hash__", "__eq__", "__getattribute__", "__getattr__")
 
 
 def rebuild(
@@ -41,14 +44,22 @@ def rebuild(
     kind, module, qualname, extra, last = fields
     if kind not in KINDS or not _exact(module, str) or not _exact(qualname, str):
         raise RefusedValue("a persistent id that is not an object description")
-    cls: Any = allowed(module, qualname)
-    if cls is None:
+    cls: Any = allowed(module, qualname)  # refuses one whose metaclass fails plain_lookup
+    if cls is None or not plain_lookup(cls):
         raise RefusedValue(f"{module}.{qualname}")
     if cls.__module__ != module or cls.__qualname__ != qualname:
         raise RefusedValue(f"{module}.{qualname} (defined as {cls.__module__}.{cls.__qualname__})")
     if _subclass(cls, (BaseException, type)) or _own(cls, "__setstate__"):
         raise RefusedValue(f"{module}.{qualname}: its instances are not plain data")
+    if kind != "member" and _own(cls, "__del__"):
+        # Its finalizer would run in the caller on the child's data (remove self.path).
+        raise RefusedValue(
+            f"{module}.{qualname}: it defines __del__, which would run in the caller on "
+            "data the sandbox chose; return its data instead"
+        )
     if kind == "member":
+        if _defines(cls, ("__hash__", "__eq__")):  # it may be a dict key: hashed on load
+            raise RefusedValue(f"{module}.{qualname}: its __hash__ or __eq__ is the program's")
         namespace: Any = cls.__dict__
         members: Any = namespace.get("_member_map_")
         usable = _exact(members, dict) and _exact(extra, str)
@@ -73,6 +84,19 @@ def rebuild(
     _fill(made, cls, attributes, slots)
     built[cls] = True
     return made
+
+
+def plain_lookup(cls: type) -> bool:
+    """Whether reading the names of ``cls`` and hashing it (the decoder's tables) runs no
+    code of the program's: its metaclass defines none of ``_LOOKUP``."""
+    return not _defines(type(cls), _LOOKUP)
+
+
+def _defines(cls: type, names: tuple[str, ...]) -> bool:
+    """Whether a class of the program (not ``enum``'s or a built-in one) defines one of
+    ``names``."""
+    bases = [b for b in cls.__mro__ if b.__module__ not in ("enum", "builtins")]
+    return any(name in vars(base) for base in bases for name in names)
 
 
 def _own(cls: type, name: str) -> bool:
@@ -162,3 +186,24 @@ def _exact(value: object, kind: type) -> bool:
 
 def _is_enum(kind: type) -> bool:
     return any(base.__module__ == "enum" and base.__name__ == "Enum" for base in kind.__mro__)
+
+
+_TUPLE_ITER: Any = vars(tuple)["__iter__"]  # a named tuple's items, never its own __iter__
+
+
+def held(item: Any) -> list[object]:
+    """What a rebuilt object holds (``codec`` walks it): its ``__dict__`` and slots, as
+    ``rebuild`` set them (read back the same way: no attribute of the class's is called)."""
+    found: list[object] = list(_TUPLE_ITER(item)) if tuple in type(item).__mro__ else []
+    for base in type(item).__mro__:
+        for name, slot in vars(base).items():
+            kind = type(slot).__name__
+            if kind == "getset_descriptor" and name == "__dict__":
+                state: dict[str, object] = slot.__get__(item)
+                found += state.values()
+            elif kind == "member_descriptor":
+                try:
+                    found.append(slot.__get__(item))
+                except AttributeError:
+                    continue  # an empty slot
+    return found

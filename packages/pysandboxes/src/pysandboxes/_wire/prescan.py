@@ -1,11 +1,10 @@
 """The shape of a result stream, checked before one object of it is built.
 
 Part of the decoder (``codec``), on the trusted side. Unpickling a hostile stream can
-cost the caller far more than the stream's size before any class is named: ten bytes
-can make the unpickler reserve gigabytes for its memo (``LONG_BINPUT`` with a large
-index), one byte makes an empty list (an 80-fold growth), and a few megabytes nest
-lists a million levels deep. So the opcodes are read first, without building anything,
-and the stream is refused unless:
+cost the caller far more than its size before any class is named: ten bytes can make
+the unpickler reserve gigabytes for its memo, one byte makes an empty list (an 80-fold
+growth), a few megabytes nest lists a million levels deep. So the opcodes are read
+first, without building anything, and the stream is refused unless:
 
 - every opcode is one the sandboxed side's encoder writes for values (protocol 5,
   binary): never a class by text (``GLOBAL``, ``INST``, ``OBJ``), never ``BUILD`` or
@@ -13,11 +12,15 @@ and the stream is refused unless:
   never the extension registry, out-of-band buffers, or a memo slot of its choosing;
   persistent ids only for ``remote-result-mode=objects``;
 - the structure it builds stays under the bounds: nesting depth, number of objects and
-  an estimate of the memory they take (what the unpickler would allocate).
+  an estimate of the memory they take (what the unpickler would allocate);
+- it calls nothing but a maker (``REDUCE`` of what ``STACK_GLOBAL`` named), fills nothing
+  but a container, and hashes no object description (a dict key, a set member).
 
-Depths are tracked per stack slot and memo entry; a container filled after it was
-remembered can still nest deeper than the estimate, which the walk after loading catches
-(``codec``) once the size bounds have already held.
+The reply budget does not trust sharing: 155 KB can refer 600 times to one dict of 30,000
+keys, and what copies or hashes what it refers to (a maker, an object description, a
+dict key, later the application) pays for the whole tree each time. So each memo
+reference to a container, and what a maker or a description gets, is charged all that is
+under it, as a copy would be: the bounds hold for the tree the stream describes.
 """
 
 from __future__ import annotations
@@ -114,12 +117,12 @@ def prescan(
     max_depth: int,
     max_items: int,
     max_bytes: int,
-) -> bool:
+) -> int:
     """Refuse ``data`` unless it is a protocol 5 pickle of values within the bounds
-    (see the module docstring); nothing is built. Return whether the value must still
-    be walked once built: it names a class (a maker, whose result is checked then), an
-    object description, or refers twice to a container (whose depth is then known only
-    once it is built). A tree of scalars and containers needs no walk.
+    (see the module docstring); nothing is built. Return ``WALK`` when the value must
+    still be walked once built (it names a class, an object description, or refers
+    twice to a container: a tree of scalars and containers needs no walk), plus
+    ``CENSUS`` when a dict or set has keys whose hashes the stream chose.
 
     Structural errors the unpickler itself refuses (an item popped from below a mark)
     are not all checked here: it stops at them, having built no more than counted.
@@ -136,6 +139,26 @@ def prescan(
         raise _malformed("an opcode without its operands", size) from None
 
 
+# A stack slot or memo entry, as a node: (depth, size, objects, flags, slot); size and
+# objects are those of the whole tree under it, as if every shared part were copied.
+# Flags: it holds an object description; its hash is the stream's choice (a float, long,
+# tuple, maker's value: keys that can be made to collide). Slot: -2 (-3, a 4-tuple),
+# cannot be filled; -1, a container or a maker's value; else its memo index, where its
+# latest node is kept. Nodes of fixed-size scalars and empty containers are shared.
+_NOT_FILLED, _MEMBER, _OBJECT, _CHOSEN = -2, -3, 1, 2
+#: ``prescan``'s answer: walk the value once built; count the hashes of keys (``codec``).
+WALK, CENSUS = 1, 2
+_SCALAR = [(0, cost, 0, _CHOSEN * (op == 0x47), _NOT_FILLED) for op, cost in enumerate(_COST)]
+_EMPTY = [(1, cost, 1, 0, -1) for cost in _COST]
+_EMPTY_TUPLE = (1, 0, 0, 0, _NOT_FILLED)
+_SHORT = [
+    [(0, cost + n, 1, _CHOSEN * (op == 0x8A), _NOT_FILLED) for n in range(256)] if kind == 2 else []
+    for op, (kind, cost) in enumerate(zip(_CATEGORY, _COST, strict=True))
+]
+_MAKER = (0, 0, 0, 0, _NOT_FILLED)  # what STACK_GLOBAL pushes: only REDUCE may use it
+_Node = tuple[int, int, int, int, int]
+
+
 def _scan(
     data: bytes | bytearray,
     size: int,
@@ -143,106 +166,110 @@ def _scan(
     max_depth: int,
     max_items: int,
     max_bytes: int,
-) -> bool:
-    stack: list[int] = []  # the nesting depth of what each slot will hold
+) -> int:
+    stack: list[_Node] = []
     marks: list[int] = []
-    memo: list[int] = []
-    items = 0
-    cost = 0
-    walk = False
+    memo: list[_Node] = []
+    items = cost = walk = 0
     pos = 2
     category_of, width_of, cost_of, u4, u8 = _CATEGORY, _WIDTH, _COST, _U4, _U8
+    scalar_of, empty_of, short_of = _SCALAR, _EMPTY, _SHORT
     push, pop = stack.append, stack.pop
     while pos < size:
         op = data[pos]
         category = category_of[op]
         pos += 1
         if category == 2:  # a string, bytes or long with a one-byte length
-            length = data[pos]
-            pos += 1 + length
-            push(0)
-            cost += cost_of[op] + length
+            node = short_of[op][data[pos]]
+            pos += 1 + data[pos]
+            push(node)
+            cost += node[1]
         elif category == 3:  # MEMOIZE
-            memo.append(stack[-1])
+            node = stack[-1]
+            if (slot := node[4]) == -1:  # a container: its memo entry follows what fills it
+                node = stack[-1] = (node[0], node[1], node[2], node[3], len(memo))
+            elif slot >= 0:
+                raise RefusedValue("the result stream remembers one object twice")
+            memo.append(node)
         elif category == 11:  # BINGET, LONG_BINGET
             index = data[pos] if width_of[op] == 1 else u4(data, pos)[0]
             pos += width_of[op]
             if index >= len(memo):
                 raise _malformed("a memo entry that was never made", pos)
-            depth = memo[index]
-            walk = walk or depth > 0
-            push(depth)
+            push(node := memo[index])
+            items += 1
+            if node[0]:  # a shared container: charged whole at every use
+                walk |= WALK
+                cost += node[1]
+                items += node[2]
         elif category == 1:  # a scalar of fixed size
             pos += width_of[op]
-            push(0)
+            push(scalar_of[op])
             cost += cost_of[op]
         elif category == 8:  # MARK
             marks.append(len(stack))
         elif category == 4:  # an empty container
-            push(1)
+            push(empty_of[op] if op != 0x29 else _EMPTY_TUPLE)
             items += 1
             cost += cost_of[op]
-        elif category == 7:  # APPENDS, SETITEMS, ADDITEMS
-            start = marks.pop()
+        elif category in (5, 7):  # APPEND, SETITEM; APPENDS, SETITEMS, ADDITEMS
+            start = marks.pop() if category == 7 else len(stack) - width_of[op]
+            if start < 1:
+                raise IndexError
             members = stack[start:]
             del stack[start:]
+            if stack[-1][4] < -1:
+                raise RefusedValue("the result stream uses a fill on what is not a container")
             if members:
-                depth = max(members) + 1
-                if depth > stack[-1]:
-                    stack[-1] = depth
-                    if depth > max_depth:
-                        raise _too_deep(max_depth)
-                cost += cost_of[op] * len(members)
-        elif category == 5:  # APPEND, SETITEM
-            count = width_of[op]
-            depth = max(stack[-count:]) + 1
-            del stack[-count:]
-            if depth > stack[-1]:
-                stack[-1] = depth
-                if depth > max_depth:
-                    raise _too_deep(max_depth)
-            cost += cost_of[op]
-        elif category == 9:  # TUPLE1, TUPLE2, TUPLE3
-            count = width_of[op]
-            if len(stack) < count:
+                stack[-1] = node = _filled(stack[-1], members, op, memo, max_depth)
+                cost += cost_of[op] * (len(members) if category == 7 else 1)
+                if node[3] & _CHOSEN and op not in (0x61, 0x65) and not walk & CENSUS:
+                    keys = members if op == 0x90 else members[::2]  # ADDITEMS: a set's
+                    walk |= CENSUS * any(key[3] & _CHOSEN for key in keys)
+        elif category in (9, 10):  # TUPLE1, TUPLE2, TUPLE3; TUPLE, FROZENSET
+            start = marks.pop() if category == 10 else len(stack) - width_of[op]
+            if start < 0:
                 raise IndexError
-            depth = max(stack[-count:]) + 1
-            del stack[-count:]
-            push(depth)
+            members = stack[start:]
+            del stack[start:]
+            own = cost_of[op] + 8 * len(members) * (category == 10)
+            node = _joined(members, own)
+            if len(members) == 4 and op == 0x74:  # an enum member's description, maybe
+                node = (*node[:4], _MEMBER)
+            if op == 0x91 and node[3] & _OBJECT:
+                raise RefusedValue(_HASHED)
+            if op == 0x91 and any(member[3] & _CHOSEN for member in members):
+                walk |= CENSUS
+            if node[0] > max_depth:
+                raise RefusedValue(_TOO_DEEP.format(max_depth))
+            push(node)
             items += 1
-            cost += cost_of[op]
-            if depth > max_depth:
-                raise _too_deep(max_depth)
+            cost += own
         elif category == 12:  # a string, bytes or long with a 4 or 8 byte length
             length = u4(data, pos)[0] if width_of[op] == 4 else u8(data, pos)[0]
             pos += width_of[op] + length
-            push(0)
+            push((0, cost_of[op] + length, 1, _CHOSEN * (op == 0x8B), _NOT_FILLED))
             items += 1
             cost += cost_of[op] + length
-        elif category in (13, 14):  # STACK_GLOBAL, REDUCE: two items become one
+        elif category == 13:  # STACK_GLOBAL: a module and a name become a maker
             if len(stack) < 2:
                 raise IndexError
-            depth = stack[-1] if category == 14 else 0
             del stack[-2:]
-            push(depth)
+            push(_MAKER)
             items += 1
-            cost += cost_of[op]
-            walk = True
+            walk |= WALK
+        elif category == 14:  # REDUCE: a maker and its arguments, which it may copy
+            if stack[-2] is not _MAKER:  # (an IndexError when there are not two)
+                raise RefusedValue("the result stream uses REDUCE on what is not a value class")
+            depth, used, count, held, _ = stack[-1]
+            del stack[-2:]
+            push((depth, cost_of[op] + used, 1 + count, held | _CHOSEN, -1))
+            items += 1 + count
+            cost += cost_of[op] + used
         elif category == 15:  # FRAME: its length only says how the rest is read
             if u8(data, pos)[0] > size - pos - 8:
                 raise _malformed("a frame longer than the stream", pos)
             pos += 8
-            continue
-        elif category == 10:  # TUPLE, FROZENSET
-            start = marks.pop()
-            members = stack[start:]
-            del stack[start:]
-            depth = max(members) + 1 if members else 1
-            push(depth)
-            items += 1
-            cost += cost_of[op] + 8 * len(members)
-            if depth > max_depth:
-                raise _too_deep(max_depth)
         elif category == 16:  # STOP
             if pos != size or len(stack) != 1 or marks:
                 raise _malformed("STOP before the end, or with items left", pos)
@@ -255,11 +282,12 @@ def _scan(
         elif category == 18:  # POP_MARK
             del stack[marks.pop() :]
         elif category == 19 and objects:  # BINPERSID: an object description, rebuilt
-            if not stack:
-                raise IndexError
-            items += 1
-            cost += cost_of[op]
-            walk = True
+            # Its attributes are copied into it; a member exists (rebuild checks its hash).
+            depth, used, count, _, kind = stack[-1]
+            stack[-1] = (depth, cost_of[op] + used, 1 + count, _OBJECT * (kind != _MEMBER), -2)
+            items += 1 + count
+            cost += cost_of[op] + used
+            walk |= WALK
         else:
             name = _NAMES.get(bytes((op,)), f"opcode {op:#04x}")
             raise RefusedValue(f"the result stream uses {name}, which values never need")
@@ -268,14 +296,56 @@ def _scan(
     raise _malformed("no STOP", pos)
 
 
+def _joined(members: list[_Node], own: int) -> _Node:
+    """The node of a tuple or frozenset of ``members`` (a tuple's hash is its members')."""
+    deepest, grown, count, held = 0, own, 1, 0
+    for depth, used, objects, holds, _ in members:
+        if depth > deepest:
+            deepest = depth
+        grown += used
+        count += objects
+        held |= holds
+    return (deepest + 1, grown, count, held | _CHOSEN, _NOT_FILLED)
+
+
+def _filled(target: _Node, members: list[_Node], op: int, memo: list[_Node], limit: int) -> _Node:
+    """The node of the container ``target`` once ``members`` are added (keys and values
+    alternate for a dict; a set's are all keys, and no object description is hashed)."""
+    slot = target[4]
+    if slot >= 0:
+        target = memo[slot]  # filled through any reference: the latest is remembered
+    deepest, grown, count, held = target[0] - 1, target[1] + 8 * len(members), target[2], 0
+    for depth, used, objects, holds, _ in members:  # as _joined: one call per fill
+        if depth > deepest:
+            deepest = depth
+        grown += used
+        count += objects
+        held |= holds
+    if held & _OBJECT and (  # ADDITEMS; SETITEMS, SETITEM
+        op == 0x90 or (op in (0x75, 0x73) and any(k[3] & _OBJECT for k in members[::2]))
+    ):
+        raise RefusedValue(_HASHED)
+    if deepest >= limit:
+        raise RefusedValue(_TOO_DEEP.format(limit))
+    node = (deepest + 1, grown, count, target[3] | held, slot)
+    if slot >= 0:
+        memo[slot] = node
+    return node
+
+
+_HASHED = "an object as a dict key or set member (its class's __hash__ would run): use values"
+_TOO_DEEP = "a value nested deeper than {} levels"  # the decoder's fixed bound
+
+
 def _too_large(cost: int, max_bytes: int, items: int, max_items: int) -> RefusedValue:
+    shared = "each shared part counted at every use, as a copy of it would"
     if items > max_items:
-        return RefusedValue(f"a value of more than {max_items} objects")
-    return RefusedValue(f"a value that would take more than {max_bytes} bytes to rebuild")
-
-
-def _too_deep(max_depth: int) -> RefusedValue:
-    return RefusedValue(f"a value nested deeper than {max_depth} levels")
+        bound = "the decoder's fixed bound on objects per reply"
+        return RefusedValue(f"a value of more than {max_items} objects, {shared} ({bound})")
+    return RefusedValue(
+        f"a value that would take more than {max_bytes} bytes to rebuild, {shared} (the "
+        f"bound is sandboxes(result_limit={max_bytes}); a larger result_limit allows it)"
+    )
 
 
 def classes(data: bytes | bytearray, limit: int = 100_000) -> list[tuple[str, str]]:
@@ -293,16 +363,13 @@ def classes(data: bytes | bytearray, limit: int = 100_000) -> list[tuple[str, st
             category, width = _CATEGORY[op], _WIDTH[op]
             pos += 1
             if op in (0x63, 0x69):  # GLOBAL, INST: "module\nname\n"
-                first = data.index(b"\n", pos)
-                second = data.index(b"\n", first + 1)
-                module = bytes(data[pos:first]).decode("ascii", "replace")
-                found.append((module, bytes(data[first + 1 : second]).decode("ascii", "replace")))
+                second = data.index(b"\n", data.index(b"\n", pos) + 1)
+                module, name = bytes(data[pos:second]).decode("ascii", "replace").split("\n")
+                found.append((module, name))
                 pos = second + 1
                 pushed.append(None)
             elif category in (2, 12):
-                length = (
-                    data[pos] if width == 1 else int.from_bytes(data[pos : pos + width], "little")
-                )
+                length = int.from_bytes(data[pos : pos + width], "little")
                 text = bytes(data[pos + width : pos + width + length])
                 unicode = op in (0x8C, 0x58, 0x8D)
                 pushed.append(text.decode("utf-8", "replace") if unicode else None)

@@ -29,14 +29,15 @@ KERNEL_LAYERED = ("landlock", *WRAPPING)
 #: ``main`` gets the path CPython made; the runner restores it, with the program's directory
 #: first, once everything is in place. It puts this package on the path, takes it off
 #: again, and starts ``pysandboxes._inside.bootstrap.main``. First of all, while the
-#: process is small, it puts the program below a pid 1 of its own (``_kernel.lifetime``):
-#: ``sys.argv`` holds the spec's descriptor, then the provider. Then it binds the public
+#: process is small, it closes every descriptor it inherited but those the spec names and
+#: puts the program below a pid 1 of its own (``_kernel.lifetime``): ``sys.argv`` holds
+#: the spec's descriptor, the provider, and the descriptors kept. Then it binds the public
 #: entry points (imported on first use elsewhere): once the guards are up, the program
 #: may not import the private modules they live in.
 BOOT = (
     "import sys;_p=sys.path[:];sys.path[:]=[p for p in _p if p];"
     "sys.path.insert(0,{path!r});"
-    "from pysandboxes._kernel.lifetime import begin as _b;_b(sys.argv[2]);"
+    "from pysandboxes._kernel.lifetime import begin as _b;_b(*sys.argv[2:4]);"
     "import pysandboxes as _s;[getattr(_s,_n) for _n in _s.__all__];del _s;"
     "from pysandboxes._inside.bootstrap import main as _m;"
     "from pysandboxes._inside.runner import run as _r;"
@@ -193,6 +194,15 @@ class LaunchSpec:
     startup_flags: tuple[str, ...] = ()
     serve: ServeSpec | None = None
     audit: AuditSpec | None = None
+
+
+def named_descriptors(spec: LaunchSpec) -> tuple[int, ...]:
+    """The descriptors ``spec`` hands the child besides its standard streams: every other
+    one it inherits is closed before the program starts (``_kernel.lifetime.begin``)."""
+    named = [spec.serve.fd if spec.serve is not None else -1]
+    named.append(spec.audit.fd if spec.audit is not None else -1)
+    named.append(spec.learning.event_fd if spec.learning is not None else -1)
+    return tuple(fd for fd in named if fd > 2)
 
 
 def _records() -> dict[str, type]:
