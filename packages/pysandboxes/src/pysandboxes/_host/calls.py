@@ -164,8 +164,10 @@ def outcome(
 
     try:
         description = decode_value(data)
-    except RefusedValue as exc:
-        return False, SandBoxError(f"the sandbox sent an exception that is not values: {exc}")
+    except RefusedValue as exc:  # over the reply budget, or not a description of values
+        return False, RuleResultRefusedError(
+            f"the sandboxed function's exception was refused, not rebuilt: {exc}"
+        )
     from pysandboxes._host.limits import note
 
     raised = rebuild(description)
