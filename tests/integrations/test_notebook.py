@@ -72,22 +72,11 @@ def test_a_sandboxed_cell_reads_its_file_is_refused_another_and_the_notebook_goe
         "%%sandbox\nimport pysandboxes.notebook as nb\nnb.run_cell('6 * 7')",
         "print('still running')",
     ]
-    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
     os.environ["NB_TOKEN"] = "tok-kernel-only"
     try:
-        client = nbclient.NotebookClient(
-            notebook,
-            timeout=120,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(tmp_path)}},
-        )
-        client.km_kwargs = {
-            "kernel_cmd": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
-        }  # type: ignore[attr-defined]
-        client.execute()
+        shown = execute(cells, tmp_path)
     finally:
         del os.environ["NB_TOKEN"]
-    shown = [cell_outputs(cell) for cell in notebook.cells]
     assert "TOKEN-9f2" in shown[1]  # the kernel has every right
     assert "the allowed text" in shown[2]
     assert "TOKEN-9f2" not in shown[3]

@@ -11,23 +11,12 @@ import subprocess
 import sys
 import textwrap
 import traceback
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import valuetools  # type: ignore[import-not-found]
 
 from pysandboxes import RemoteError, sandboxes
-
-RULES = "python-import=valuetools, dataclasses, enum, collections\n"
-
-
-@pytest.fixture(scope="module")
-def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sandboxes]:
-    rules = tmp_path_factory.mktemp("exceptions") / ".py-sandboxes"
-    rules.write_text(RULES)
-    with sandboxes(sandboxes_config=rules) as box:
-        yield box
 
 
 def test_the_applications_own_exception_is_caught_by_its_class_with_its_attributes(

@@ -13,7 +13,6 @@ import decimal
 import fractions
 import ipaddress
 import uuid
-from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -25,7 +24,7 @@ from hypothesis import strategies as st
 from pysandboxes import sandboxes
 from pysandboxes.errors import RuleResultRefusedError
 
-RULES = "python-import=valuetools, dataclasses, enum, collections\nquiet-refusals=false\n"
+RULES = valuetools.RULES
 
 _zones = st.builds(
     datetime.timezone,
@@ -96,14 +95,6 @@ def same(sent: Any, back: Any) -> bool:
             map(repr, map(type, back))
         )
     return bool(sent == back)
-
-
-@pytest.fixture(scope="module")
-def sandboxed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[sandboxes]:
-    rules = tmp_path_factory.mktemp("values") / ".py-sandboxes"
-    rules.write_text(RULES)
-    with sandboxes(sandboxes_config=rules) as box:
-        yield box
 
 
 _SETTINGS = settings(
