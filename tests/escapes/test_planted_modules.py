@@ -184,13 +184,15 @@ def test_a_loader_token_naming_a_writable_place_stops_the_run(
     library = tmp_path / "evil.so"
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
     value = f"{project}/{token}/evil.so"
-    for directory in ("x86_64", "aarch64", "lib", "lib64", "lib/x86_64-linux-gnu"):
+    # glibc names x86-64 machines by their CPU's level: x86_64, or haswell, xeon_phi.
+    platforms = ("x86_64", "haswell", "xeon_phi", "aarch64")
+    for directory in (*platforms, "lib", "lib64", "lib/x86_64-linux-gnu"):
         (project / directory).mkdir(parents=True, exist_ok=True)
         shutil.copy(library, project / directory / "evil.so")
     py("-c", "pass", env={"LD_PRELOAD": value})
     assert marker.exists(), "the planted library is not loaded: the probe proves nothing"
     marker.unlink()
-    writable = "".join(f"expose-rw=./{d}\n" for d in ("x86_64", "aarch64", "lib", "lib64"))
+    writable = "".join(f"expose-rw=./{d}\n" for d in (*platforms, "lib", "lib64"))
     (project / ".py-sandboxes").write_text(f"expose-ro=.\n{writable}env=LD_PRELOAD={value}\n")
     result = sb("-c", "print('ran')")
     assert result.returncode == 255, result.stderr

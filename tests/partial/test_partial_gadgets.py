@@ -134,7 +134,9 @@ def test_a_gadget_sent_as_a_raised_exception_never_runs_in_the_application(
     assert mark.exists()
     mark.unlink()
     lines = _forged(app, payload, "values", RAISED)
-    assert lines[0].startswith("refused SandBoxError the sandbox sent an exception"), lines
+    assert lines[0].startswith(
+        "refused RuleResultRefusedError the sandboxed function's exception was refused"
+    ), lines
     assert NAMED[gadget] in lines[0]
     assert not mark.exists()
 

@@ -127,11 +127,24 @@ def test_a_forged_reply_of_shared_causes_is_rebuilt_once_per_part() -> None:
     assert isinstance(rebuild(cycle), Exception)
 
 
-def test_stand_in_classes_of_fresh_names_are_not_kept_forever() -> None:
+def _resident_kib() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0])
+
+
+def test_cant_make_the_caller_keep_stand_in_classes_of_fresh_names_forever() -> None:
     from pysandboxes._host import remote
 
-    for number in range(5000):
-        remote.rebuild({"module": "made.up", "qualname": f"Error{number}", "bases": ["Exception"]})
+    def group(number: int) -> dict[str, object]:  # a group of 32 made-up classes
+        members = [{"module": "made.up", "qualname": f"E{number}_{m}"} for m in range(32)]
+        return {"module": "builtins", "qualname": "ExceptionGroup", "members": members}
+
+    for number in range(300):  # the caches fill up first
+        remote.rebuild(group(number))
+    before = _resident_kib()
+    for number in range(300, 3425):  # 100,000 fresh class names
+        remote.rebuild(group(number))
+    assert _resident_kib() - before < 50 * 1024
     assert len(remote._remote_classes) <= remote.MAX_STAND_INS
     lines = remote._SOURCES
     for number in range(2000):
