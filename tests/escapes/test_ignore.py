@@ -5,8 +5,11 @@ Rules: ``expose-rw=.`` and ``ignore=.env``; ``.env`` and ``sub/.env`` hold the s
 
 from __future__ import annotations
 
+import os
+import sqlite3
+
 import pytest
-from escapelab import Lab
+from escapelab import Lab, tree
 
 
 @pytest.fixture
@@ -70,3 +73,76 @@ def test_cant_see_ignored_file(env_lab: Lab, route: str) -> None:
         return  # refused as missing: the message names the path the program gave
     assert "GOT" in result.stdout, output
     assert ".env" not in result.stdout, output
+
+
+# -- the ignored database: SQLite's own URI decoding ---------------------------------------
+
+
+def _vault_database(lab: Lab) -> None:
+    (lab.project / "vault").mkdir()
+    with sqlite3.connect(lab.project / "vault" / "keys.db") as db:
+        db.execute("create table t (v text)")
+        db.execute("insert into t values (?)", (lab.secret,))
+    db.close()
+    # SQLite decodes '%' and two hex digits only: "%+f" is the name of this link.
+    os.symlink("vault", lab.project / "%+f")
+
+
+@pytest.mark.parametrize("route", ["connect", "attach"])
+def test_cant_reach_an_ignored_database_through_a_sqlite_uri_escape(lab: Lab, route: str) -> None:
+    # int("+f", 16) is 15: a decoder that accepts what int() accepts judges "\x0f/keys.db",
+    # SQLite opens "%+f/keys.db" as written.
+    lab.rules("expose-rw=.", "ignore=vault")
+    lab.setup(lambda: _vault_database(lab))
+    uri = "file:%+f/keys.db?mode=ro"
+    body = {
+        "connect": f"db = sqlite3.connect({uri!r}, uri=True)\nrows = db.execute('select v from t')",
+        "attach": (
+            "db = sqlite3.connect('file::memory:', uri=True)\n"
+            f"db.execute(\"attach database '{uri}' as s\")\n"
+            "rows = db.execute('select v from s.t')"
+        ),
+    }[route]
+    code = lab.probe(body + "\nprint('GOT', rows.fetchall())", imports="os, sqlite3")
+    assert lab.secret in lab.control(code).stdout
+    # Refused as a malformed escape; ATTACH's refusal comes back through SQLite.
+    lab.refused(code, ("RulePermissionError", "DatabaseError"))
+
+
+# -- names the guard cannot resolve are refused (fail closed) ------------------------------
+
+
+def _beyond_path_max(lab: Lab) -> None:
+    """``s1`` leads to a directory whose real path is a few bytes short of PATH_MAX
+    (made one level at a time through descriptors); in it ``notes`` links to the key."""
+    (lab.project / "conf").mkdir()
+    (lab.project / "conf" / "api.key").write_text(lab.secret + "\n")
+    fd = os.open(lab.project, os.O_RDONLY)
+    length = len(str(lab.project))
+    parts: list[str] = []
+    while length < 4093:
+        part = "d" * min(200, 4093 - length - 1)
+        os.mkdir(part, dir_fd=fd)
+        inner = os.open(part, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd, length = inner, length + 1 + len(part)
+        parts.append(part)
+    os.symlink(str(lab.project / "conf" / "api.key"), "notes", dir_fd=fd)
+    os.close(fd)
+    os.symlink("/".join(parts), lab.project / "s1")
+
+
+def _key_and_outside(lab: Lab) -> object:
+    # The whole project cannot be photographed: its deepest names exceed PATH_MAX.
+    return tree(lab.outside), tree(lab.project / "conf"), sorted(os.listdir(lab.project))
+
+
+def test_cant_read_an_ignored_file_through_a_link_beyond_path_max(lab: Lab) -> None:
+    # The guard's lstat of "<4,093 bytes>/notes" fails with ENAMETOOLONG; taken for "missing",
+    # the name was judged as written, inside the exposure. The kernel follows s1 and notes.
+    lab.rules("expose-rw=.", "ignore=conf/*.key")
+    lab.setup(lambda: _beyond_path_max(lab))
+    code = lab.probe("import io\nprint('GOT', io.open_code('s1/notes').read())")
+    assert lab.secret in lab.control(code).stdout
+    result = lab.refused(code, "RulePermissionError", watch=lambda: _key_and_outside(lab))
+    assert "ENAMETOOLONG" in result.stdout, result.stdout

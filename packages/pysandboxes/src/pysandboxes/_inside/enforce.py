@@ -190,6 +190,11 @@ class Messages:
                 "to os.open's C function may be resolved from a dir_fd the sandbox cannot "
                 "see. Call os.open, which judges the name through the descriptor."
             )
+        if verdict.fix is not None and verdict.fix.startswith("<unjudgeable>"):
+            return (
+                f"{_VERBS[report.access]} '{report.named}' is refused: the sandbox cannot "
+                f"judge it ({verdict.fix[13:]}), and no rule allows what it cannot judge."
+            )
         if report.real == "\0unknowable path object":
             return (
                 f"{_VERBS[report.access]} a path given as {report.named} is refused: the "

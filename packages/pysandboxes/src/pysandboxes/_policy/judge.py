@@ -180,6 +180,8 @@ SHARED_MEMORY = "/dev/shm"
 EXPOSURE_ROOT = "<exposure-root>"
 #: ``Verdict.fix`` of a refused removal or rename of a directory narrower rules name.
 HOLDS_RULES = "<holds-rules>"
+#: ``Verdict.fix`` of a name the guard cannot judge, followed by why (fail closed).
+UNJUDGEABLE = "<unjudgeable>"
 
 
 def _anchored(rule: IgnoreRule) -> bool:

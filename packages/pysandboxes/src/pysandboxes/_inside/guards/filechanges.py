@@ -9,9 +9,15 @@ name.
 from __future__ import annotations
 
 from pysandboxes._inside.enforce import FileAccess
-from pysandboxes._inside.guards.pathargs import UNKNOWABLE, exact_path, unix_socket_file
+from pysandboxes._inside.guards.pathargs import (
+    UNKNOWABLE,
+    exact_path,
+    sqlite_file,
+    unix_socket_file,
+)
+from pysandboxes._inside.guards.paths import Unjudgeable
 from pysandboxes._inside.guards.values import plain_int
-from pysandboxes._policy.judge import EXPOSURE_ROOT
+from pysandboxes._policy.judge import EXPOSURE_ROOT, UNJUDGEABLE
 from pysandboxes._policy.model import Access, Verdict
 
 TYPE_CHECKING = False
@@ -55,6 +61,18 @@ class ChangeEvents:
 
     def forget(self) -> None:
         raise NotImplementedError
+
+    def unjudgeable(self, named: str, error: Unjudgeable, access: Access, api: str) -> str:
+        """Refuse a name the guard cannot judge (fail closed); the path that failed.
+
+        Where the rules refuse the part that failed anyway (another process's
+        ``/proc/<pid>/root``), that verdict and its message stand; elsewhere the refusal
+        says what could not be judged, which no rule can allow."""
+        verdict = self.judge.judge(error.path, access) if error.path[:1] == "/" else None
+        if verdict is None or verdict.allowed:
+            verdict = Verdict(False, None, hidden=False, fix=UNJUDGEABLE + error.reason)
+        self.enforcer.refuse_file(FileAccess(named, error.path, access, api), verdict)
+        return error.path
 
     def _path(
         self, path: object, access: Access, api: str, dir_fd: object = None, *, follow: bool = True
@@ -126,6 +144,14 @@ class ChangeEvents:
     def _rmtree_event(self, args: tuple[Any, ...]) -> None:
         if exact_path(args[0]) is not UNKNOWABLE:
             self._path(args[0], _DELETE, "shutil.rmtree", args[1])
+
+    def _sqlite(self, args: tuple[Any, ...]) -> None:
+        try:
+            target = sqlite_file(args)
+        except Unjudgeable as error:
+            self.unjudgeable(error.path, error, _READ, "sqlite3.connect")
+            return
+        self._named(target, "sqlite3.connect")
 
     def _named(self, target: tuple[str, Access] | None, api: str, follow: bool = True) -> None:
         if target is not None:  # a file made by C code (SQLite, _posixshmem)

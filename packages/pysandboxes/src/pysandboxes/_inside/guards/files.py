@@ -14,13 +14,8 @@ import os
 from pysandboxes._inside.enforce import FileAccess
 from pysandboxes._inside.guards.filechanges import ChangeEvents, descriptor
 from pysandboxes._inside.guards.listings import LISTED
-from pysandboxes._inside.guards.pathargs import (
-    UNKNOWABLE,
-    exact_path,
-    shm_file,
-    sqlite_file,
-)
-from pysandboxes._inside.guards.paths import is_magic
+from pysandboxes._inside.guards.pathargs import UNKNOWABLE, exact_path, shm_file
+from pysandboxes._inside.guards.paths import Unjudgeable, is_magic
 from pysandboxes._inside.guards.pinned import is_pinned
 from pysandboxes._policy.model import Access, Verdict
 
@@ -99,7 +94,7 @@ class FileGuard(ChangeEvents):
             # they refuse early, before a half-done copy or removal.
             "shutil.rmtree": self._rmtree_event,
             "shutil.copyfile": self._copy_event,
-            "sqlite3.connect": lambda a: self._named(sqlite_file(a), "sqlite3.connect"),
+            "sqlite3.connect": self._sqlite,
             "socket.bind": lambda a: self._unix(a, "socket.bind"),
             "socket.connect": lambda a: self._unix(a, "socket.connect"),
             "socket.sendto": lambda a: self._unix(a, "socket.sendto"),
@@ -181,7 +176,10 @@ class FileGuard(ChangeEvents):
             if known is not None:
                 self._skip_later(named, absolute, relative, base, access, follow, metadata)
                 return known
-        real, stable = self._resolve(absolute, follow)
+        try:
+            real, stable = self._resolve(absolute, follow)
+        except Unjudgeable as error:
+            return self.unjudgeable(named, error, access, api)
         if self._learned and (real, access, api) in self._learned:
             if self._learning and len(self._resolved) < 8192:
                 self._resolved[(absolute, follow)] = real

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import pathlib
 
+from pysandboxes._inside.guards.paths import Unjudgeable
 from pysandboxes._inside.guards.values import plain_path_text
 from pysandboxes._policy.model import Access
 
@@ -64,21 +65,30 @@ def _pathlib_untouched() -> bool:
     )
 
 
-def _unquote(text: str) -> str:
-    """Percent-decoding as sqlite does it for URI paths and parameters."""
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _unquote(text: str, uri: str) -> str:
+    """Percent-decoding as SQLite does it for URI paths and parameters
+    (``sqlite3ParseUri``): ``%`` and exactly two hex digits (``int(x, 16)`` would also take
+    ``+f`` or `` f``). Any other ``%``, which SQLite keeps as written, and ``%00``, after
+    which it drops the rest of the part, raise ``Unjudgeable``: a name spelled so that two
+    decoders could disagree is refused, not guessed."""
     if "%" not in text:
         return text
     out = bytearray()
     data = text.encode("utf-8", "surrogateescape")
     i = 0
     while i < len(data):
-        if data[i] == 0x25 and i + 2 < len(data):
-            try:
-                out.append(int(data[i + 1 : i + 3], 16))
-                i += 3
-                continue
-            except ValueError:
-                pass
+        if data[i] == 0x25:
+            if i + 2 >= len(data) or not {data[i + 1], data[i + 2]} <= _HEX:
+                raise Unjudgeable(uri, f"in '{uri}', a '%' not followed by two hex digits")
+            octet = int(data[i + 1 : i + 3], 16)
+            if octet == 0:
+                raise Unjudgeable(uri, f"in '{uri}', a '%00', which cuts the name short")
+            out.append(octet)
+            i += 3
+            continue
         out.append(data[i])
         i += 1
     return out.decode("utf-8", "surrogateescape")
@@ -88,8 +98,9 @@ def sqlite_uri(uri: str) -> tuple[str, Access] | None:
     """The file a ``file:`` URI opens, and how; ``None`` for an in-memory database.
 
     Follows sqlite's rules: ``file:path``, ``file:///path`` and ``file://localhost/path``,
-    a ``#fragment`` ignored, percent-encoding decoded, and ``mode=`` parameters: the
-    database is opened read-only only if every ``mode`` says ``ro``.
+    a ``#fragment`` ignored, percent-encoding decoded (a malformed escape raises
+    ``Unjudgeable``), and ``mode=`` parameters: the database is opened read-only only if
+    every ``mode`` says ``ro``.
     """
     rest = uri[5:].partition("#")[0]
     location, _, query = rest.partition("?")
@@ -97,13 +108,13 @@ def sqlite_uri(uri: str) -> tuple[str, Access] | None:
         authority, _, path = location[2:].partition("/")
         location = "/" + path if authority in ("", "localhost") else location
     modes = [
-        _unquote(value)
+        _unquote(value, uri)
         for key, _, value in (item.partition("=") for item in query.split("&"))
-        if _unquote(key) == "mode"
+        if _unquote(key, uri) == "mode"
     ]
     if modes and all(mode == "memory" for mode in modes):
         return None
-    location = _unquote(location) or ":memory:"
+    location = _unquote(location, uri) or ":memory:"
     if location == ":memory:":
         return None
     access = Access.READ if modes and all(mode == "ro" for mode in modes) else Access.WRITE
