@@ -159,5 +159,9 @@ class ChangeEvents:
 
     def _unix(self, args: tuple[Any, ...], api: str) -> None:
         named = unix_socket_file(args)  # a socket file, which bind makes
-        if named is not None:
+        if named is UNKNOWABLE:
+            shown = f"<{type(args[1]).__name__} object>"
+            report = FileAccess(shown, UNKNOWABLE, _WRITE, api)
+            self.enforcer.refuse_file(report, Verdict(False, None, hidden=True))
+        elif named is not None:
             self.check(named, _WRITE, api)

@@ -98,6 +98,7 @@ class FileGuard(ChangeEvents):
             "socket.bind": lambda a: self._unix(a, "socket.bind"),
             "socket.connect": lambda a: self._unix(a, "socket.connect"),
             "socket.sendto": lambda a: self._unix(a, "socket.sendto"),
+            "socket.sendmsg": lambda a: self._unix(a, "socket.sendmsg"),
             # Raised by the wrappers of the functions CPython does not audit:
             "pysandboxes.metadata": self._metadata_event,
             "pysandboxes.create": lambda a: self._path(a[1], _CREATE, a[0], a[2], follow=False),

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 import pathlib
+import sys
 
 from pysandboxes._inside.guards.paths import Unjudgeable
-from pysandboxes._inside.guards.values import plain_path_text
+from pysandboxes._inside.guards.values import plain_path_text, unix_address
 from pysandboxes._policy.model import Access
+
+_ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 #: A path the guard cannot know without running the program's code: always refused.
 UNKNOWABLE = "\0unknowable path object"
@@ -152,12 +155,18 @@ def shm_file(args: tuple[object, ...]) -> tuple[str, Access] | None:
 
 
 def unix_socket_file(args: tuple[object, ...]) -> str | None:
-    """The socket file a ``socket.bind``, ``connect`` or ``sendto`` event names; ``None``
-    for an IP or abstract address (the network guard judges those)."""
+    """The socket file a ``socket.bind``, ``connect``, ``sendto`` or ``sendmsg`` event
+    names; ``None`` for an IP or abstract address (the network guard judges those);
+    ``UNKNOWABLE`` for an address whose bytes cannot be read without the program's code.
+
+    The kernel reads a path's ``sun_path`` up to its first NUL, so the name judged does
+    too."""
     address = args[1] if len(args) > 1 else None
-    if type(address) is tuple or address is None:
+    if address is None or issubclass(type(address), tuple):
         return None
-    named = exact_path(bytes(address) if type(address) is bytearray else address)  # type: ignore[arg-type]
-    if named is None or named.startswith("\0"):
-        return None
-    return named
+    raw = unix_address(address)
+    if raw is None:
+        return UNKNOWABLE
+    if raw[:1] in (b"", b"\0"):
+        return None  # abstract, or an automatic abstract name (bind to "")
+    return raw.partition(b"\0")[0].decode(_ENCODING, _ERRORS)
