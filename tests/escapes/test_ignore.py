@@ -146,3 +146,66 @@ def test_cant_read_an_ignored_file_through_a_link_beyond_path_max(lab: Lab) -> N
     assert lab.secret in lab.control(code).stdout
     result = lab.refused(code, "RulePermissionError", watch=lambda: _key_and_outside(lab))
     assert "ENAMETOOLONG" in result.stdout, result.stdout
+
+
+# -- anchored ignore= patterns resolved like exposures -------------------------------------
+
+
+def test_cant_read_an_anchored_ignored_file_of_a_project_deployed_through_a_link(
+    lab: Lab,
+) -> None:
+    # app -> releases/v1, whose rules say ignore=conf/*.key. The exposure was resolved to
+    # releases/v1, the pattern stayed anchored to app/conf: no real path matched it.
+    release = lab.project / "releases" / "v1"
+    code = lab.probe("print('GOT', open(os.path.join(sys.path[0], 'conf/api.key')).read())")
+
+    def deploy() -> None:
+        (release / "conf").mkdir(parents=True)
+        (release / "conf" / "api.key").write_text(lab.secret + "\n")
+        (release / ".py-sandboxes").write_text("expose-rw=.\nignore=conf/*.key\npython-import=*\n")
+        (release / "main.py").write_text(code)
+        os.symlink("releases/v1", lab.project / "app")
+
+    lab.setup(deploy)
+    lab.reset()
+    assert lab.secret in lab.py("app/main.py").stdout
+    lab.reset()
+    before = lab.state()
+    result = lab.sb("app/main.py")
+    output = result.stdout + result.stderr
+    assert lab.secret not in output, output
+    assert "REFUSED RuleFileNotFoundError" in result.stdout, output
+    assert "ignore=conf/*.key" in result.stdout, output
+    assert lab.state() == before, output
+
+
+def test_cant_read_an_anchored_ignored_file_by_the_real_name_of_its_linked_directory(
+    lab: Lab,
+) -> None:
+    # conf -> vault: ignore=conf/*.key hides vault/api.key, which is what conf/api.key is.
+    def vault() -> None:
+        (lab.project / "vault").mkdir()
+        (lab.project / "vault" / "api.key").write_text(lab.secret + "\n")
+        os.symlink("vault", lab.project / "conf")
+
+    lab.rules("expose-ro=.", "ignore=conf/*.key")
+    lab.setup(vault)
+    for name in ("conf/api.key", "vault/api.key"):
+        code = lab.probe(f"print('GOT', open({name!r}).read())")
+        assert lab.secret in lab.control(code).stdout
+        lab.refused(code, "RuleFileNotFoundError")
+
+
+def test_an_anchored_ignore_through_a_link_in_a_writable_exposure_is_a_rule_error(
+    lab: Lab,
+) -> None:
+    # The sandbox could point conf elsewhere: the next run would hide that, not vault.
+    def vault() -> None:
+        (lab.project / "vault").mkdir()
+        os.symlink("vault", lab.project / "conf")
+
+    lab.rules("expose-rw=.", "ignore=conf/*.key")
+    lab.setup(vault)
+    result = lab.run_sandboxed("print('DONE')")
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "is a symbolic link inside the writable exposure" in result.stderr, result.stderr
