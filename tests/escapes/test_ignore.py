@@ -209,3 +209,46 @@ def test_an_anchored_ignore_through_a_link_in_a_writable_exposure_is_a_rule_erro
     result = lab.run_sandboxed("print('DONE')")
     assert result.returncode != 0, result.stdout + result.stderr
     assert "is a symbolic link inside the writable exposure" in result.stderr, result.stderr
+
+
+# -- renames that carry files out of an ignore= pattern ------------------------------------
+
+
+def _secrets(lab: Lab) -> None:
+    (lab.project / "app" / "secrets").mkdir(parents=True)
+    (lab.project / "app" / "secrets" / "api.key").write_text(lab.secret + "\n")
+    (lab.project / "app" / "other").mkdir()
+
+
+RENAMES = {
+    "rename": "os.rename('app/secrets', 'app/public')",
+    "up": "os.rename('app/secrets', 'public')",
+    "into_other": "os.rename('app/secrets', 'app/other/public')",
+}
+
+
+@pytest.mark.parametrize("route", list(RENAMES))
+def test_cant_read_an_ignored_file_by_renaming_the_directory_a_pattern_needs(
+    lab: Lab, route: str
+) -> None:
+    # ignore=**/secrets/*.key: the "holds a narrower rule" refusal knew only the fixed
+    # prefix of the pattern (the project), not that app/secrets is what makes it match.
+    lab.rules("expose-rw=.", "ignore=**/secrets/*.key")
+    lab.setup(lambda: _secrets(lab))
+    moved = {"rename": "app/public", "up": "public", "into_other": "app/other/public"}[route]
+    code = lab.probe(f"{RENAMES[route]}\nprint('GOT', open({moved + '/api.key'!r}).read())")
+    assert lab.secret in lab.control(code).stdout
+    result = lab.refused(code, "RulePermissionError")
+    assert "ignore=**/secrets/*.key" in result.stdout, result.stdout
+
+
+def test_a_directory_no_pattern_depends_on_can_still_be_renamed(lab: Lab) -> None:
+    lab.rules("expose-rw=.", "ignore=**/secrets/*.key")
+    lab.setup(lambda: _secrets(lab))
+    code = lab.probe(
+        "os.rename('app', 'app2')\nos.rename('app2/other', 'app2/more')\n"
+        "print('GOT', open('app2/secrets/api.key').read())"
+    )
+    result = lab.run_sandboxed(code)
+    assert "REFUSED RuleFileNotFoundError" in result.stdout, result.stdout + result.stderr
+    assert (lab.project / "app2" / "more").is_dir()

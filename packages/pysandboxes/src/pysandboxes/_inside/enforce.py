@@ -168,9 +168,12 @@ class Messages:
                 f"{verdict.rule} exposes, and its directory is not writable."
             )
         if verdict.fix == "<holds-rules>":
+            pinned = report.named.startswith("/proc/self/fd/")  # the wrappers' own route
             return (
-                f"{_VERBS[report.access]} '{report.named}' is refused: narrower rules name "
-                "paths inside it, which the change would carry out of their rules."
+                f"{_VERBS[report.access]} '{report.real if pinned else report.named}' is "
+                "refused: narrower rules name "
+                "paths inside it, which the change would carry out of their rules"
+                + (f" ({verdict.rule})." if verdict.rule is not None else ".")
             )
         if verdict.fix == "<planted-rules>":
             return (

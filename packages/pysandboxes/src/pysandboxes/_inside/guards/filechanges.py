@@ -17,7 +17,7 @@ from pysandboxes._inside.guards.pathargs import (
 )
 from pysandboxes._inside.guards.paths import Unjudgeable
 from pysandboxes._inside.guards.values import plain_int
-from pysandboxes._policy.judge import EXPOSURE_ROOT, UNJUDGEABLE
+from pysandboxes._policy.judge import EXPOSURE_ROOT, HOLDS_RULES, UNJUDGEABLE
 from pysandboxes._policy.model import Access, Verdict
 
 TYPE_CHECKING = False
@@ -100,8 +100,16 @@ class ChangeEvents:
     def _rename_event(self, args: tuple[Any, ...]) -> None:
         src, dst, src_dir_fd, dst_dir_fd = args
         self.forget()
-        self.check(src, _DELETE, "os.rename", src_dir_fd, follow=False)
-        self._new_name(dst, "os.rename", dst_dir_fd)
+        source = self.check(src, _DELETE, "os.rename", src_dir_fd, follow=False)
+        target = self._new_name(dst, "os.rename", dst_dir_fd)
+        if source is None or target is None:
+            return
+        carried = self.judge.carries_ignored(source, target)
+        if carried is not None:
+            # Renamed, its files would no longer match the pattern: out of ignore=.
+            verdict = Verdict(False, carried.origin, hidden=False, fix=HOLDS_RULES)
+            report = FileAccess(exact_path(src) or source, source, _DELETE, "os.rename")
+            self.enforcer.refuse_file(report, verdict)
 
     def _link_event(self, args: tuple[Any, ...]) -> None:
         src, dst, src_dir_fd, dst_dir_fd = args
