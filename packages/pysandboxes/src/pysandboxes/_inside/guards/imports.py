@@ -193,7 +193,7 @@ class ImportGuard:
             return  # learning: recorded already
         loaded = door != "find" and name in sys.modules
         frameless = loaded and name in _PROMPT_IMPORTS
-        asked = self._asked_by_program(loaded=loaded, frameless=frameless)
+        asked = self._asked_by_program(loaded=loaded, frameless=frameless, name=name)
         if not top or self._allows(name) or not asked:
             return
         if door == "find":
@@ -356,10 +356,11 @@ class ImportGuard:
         loaded: bool = False,
         program_file: bool = False,
         frameless: bool = False,
+        name: str = "",
     ) -> bool:
         """Whether the program asked (``askers``); from here, or from ``frame``."""
         start = current_frame() if frame is None else frame
         asker = self._asker
         return asker.asked_by_program(
-            start, callee, loaded=loaded, program_file=program_file, frameless=frameless
+            start, callee, loaded=loaded, program_file=program_file, frameless=frameless, name=name
         )
