@@ -187,3 +187,46 @@ def test_cant_keep_a_planted_rule_file_by_taking_the_name_it_is_moved_to(
     assert result.stdout == "DONE\n", result.stderr
     assert not (tools / ".py-sandboxes").exists(), "the planted rule file stayed"
     assert "moved to tools/.py-sandboxes.planted-" in result.stderr
+
+
+# Native code retargets a link on the way to the rule file: no name the Python layer sees.
+RETARGET = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mkdir(b"conf/v2", 0o755)
+fd = libc.open(b"conf/v2/rules", 0o1101, 0o644)
+libc.write(fd, b"expose-ro=/\\n", 12)
+libc.close(fd)
+libc.symlink(b"v2", b"conf/next")
+print("DONE" if libc.rename(b"conf/next", b"conf/current") == 0 else "REFUSED")
+"""
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_cant_retarget_a_link_on_the_way_to_the_rule_file_natively(
+    sb: Runner, py: Runner, project: Path, provider: str
+) -> None:
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider} cannot run here: {reason}")
+    import os
+
+    (project / "conf" / "v1").mkdir(parents=True)
+    reviewed = f"expose-rw=.\npython-api=ALLOW:native\npython-import=*\nos-sandbox={provider}\n"
+    (project / "conf" / "v1" / "rules").write_text(reviewed)
+    os.symlink("v1", project / "conf" / "current")
+    os.symlink("conf/current/rules", project / ".py-sandboxes")
+    (project / "app.py").write_text(RETARGET)
+    # Control: under plain python the next run obeys conf/v2/rules.
+    assert py("app.py").stdout == "DONE\n"
+    assert "expose-ro=/" in _rules_shown(sb, "app.py")
+    os.unlink(project / "conf" / "current")
+    os.symlink("v1", project / "conf" / "current")
+    (project / "conf" / "v2" / "rules").unlink()
+    (project / "conf" / "v2").rmdir()
+    result = sb("app.py")
+    output = result.stdout + result.stderr
+    assert os.readlink(project / "conf" / "current") == "v1", output
+    if result.stdout != "REFUSED\n":  # a kernel layer kept the link: nothing to set back
+        assert "a link on the way to a rule file, was changed" in result.stderr, output
+    assert "expose-ro=/" not in _rules_shown(sb, "app.py")

@@ -33,12 +33,18 @@ if TYPE_CHECKING:
     from pysandboxes._policy.model import Policy
 
 #: Kinds of entry: a rule file to keep as it was, a place to keep free of rule files, a
-#: ``pyproject.toml`` to keep without a ``[tool.py-sandboxes]`` table.
-RULES, ABSENT, NO_TABLE = "rules", "absent", "no-table"
+#: ``pyproject.toml`` to keep without a ``[tool.py-sandboxes]`` table, a link on the way
+#: to a rule file to keep pointing where it pointed.
+RULES, ABSENT, NO_TABLE, LINK = "rules", "absent", "no-table", "link"
 Entry = tuple[str, str, bytes, int]
 
 
-def snapshot(rule_files: Iterable[str], writable: Iterable[str], places: Iterable[str]) -> bytes:
+def snapshot(
+    rule_files: Iterable[str],
+    writable: Iterable[str],
+    places: Iterable[str],
+    links: Iterable[str] = (),
+) -> bytes:
     """What ``check`` compares with, as bytes for the waiter.
 
     Args:
@@ -47,11 +53,17 @@ def snapshot(rule_files: Iterable[str], writable: Iterable[str], places: Iterabl
             appearing, when missing).
         places: where the rule search looks before the rule file in use (or, without
             one, every place it looks), ``pyproject.toml`` included.
+        links: the links on the way to the rule files (``discover.links_on_the_way``).
     """
     import marshal
 
     mutable = {os.path.realpath(path) for path in writable}
     entries: list[Entry] = []
+    for link in dict.fromkeys(links):
+        try:
+            entries.append((LINK, link, os.fsencode(os.readlink(link)), 0))
+        except OSError:
+            continue  # gone already: the rule file's own entry reports the change
     seen: set[str] = set()
     for path in [*rule_files, *places]:
         real = os.path.realpath(path)
@@ -96,6 +108,19 @@ def check(data: bytes) -> list[str]:
                 f"looks: {done.get(aside, f'moved to {_shown(aside)}')}; the next run "
                 "would have obeyed it"
             )
+        elif kind == LINK and _retargeted(path, content):
+            aside = _move_aside(path) if os.path.lexists(path) else ""
+            try:
+                os.symlink(content, path)
+                restored = True
+            except OSError:
+                restored = False
+            messages.append(
+                f"{_shown(path)}, a link on the way to a rule file, was changed while the "
+                "program ran: "
+                + ("it points where it did again" if restored else "it could not be restored")
+                + (f"; the changed one is in {_shown(aside)}" if aside.strip("?") else "")
+            )
         elif kind in (RULES, NO_TABLE) and _changed(kind, path, content, mode):
             aside = _move_aside(path) if os.path.lexists(path) else ""
             restored = _restore(path, content, mode)
@@ -114,6 +139,13 @@ def _shown(path: str) -> str:
     except (OSError, ValueError):
         return path
     return path if relative.startswith("..") else relative
+
+
+def _retargeted(path: str, target: bytes) -> bool:
+    try:
+        return os.fsencode(os.readlink(path)) != target
+    except OSError:
+        return True  # removed, or no longer a link
 
 
 def _changed(kind: str, path: str, content: bytes, mode: int) -> bool:
@@ -237,7 +269,10 @@ def for_run(
     else:
         places = [os.path.realpath(r.path) for r in policy.expose if r.writable]
         writable = [f for f in files if any(within(os.path.realpath(f), p) for p in places)]
-    return snapshot(files, writable, search_places(found, given))
+    from pysandboxes._policy.discover import links_on_the_way
+
+    links = [link for path in files for link in links_on_the_way(path)]
+    return snapshot(files, writable, search_places(found, given), links)
 
 
 def search_places(found: Discovery, given: str | None) -> list[str]:
