@@ -230,3 +230,46 @@ def test_cant_retarget_a_link_on_the_way_to_the_rule_file_natively(
     if result.stdout != "REFUSED\n":  # a kernel layer kept the link: nothing to set back
         assert "a link on the way to a rule file, was changed" in result.stderr, output
     assert "expose-ro=/" not in _rules_shown(sb, "app.py")
+
+
+def test_cant_plant_a_rule_file_through_a_descriptor_of_a_directory_beyond_path_max(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # In a directory whose real path is a few bytes short of PATH_MAX, notes links to
+    # tools/.py-sandboxes; the C FileIO writes /proc/self/fd/<O_PATH of it>/notes. The
+    # guard's lstat of "<4,093 bytes>/notes" failed with ENAMETOOLONG, taken for "missing".
+    import os
+
+    (project / "tools").mkdir()
+    (project / "tools" / "report.py").write_text("print('report')\n")
+    fd = os.open(project, os.O_RDONLY)
+    length = len(str(project))
+    parts: list[str] = []
+    while length < 4093:
+        part = "d" * min(200, 4093 - length - 1)
+        os.mkdir(part, dir_fd=fd)
+        inner = os.open(part, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd, length = inner, length + 1 + len(part)
+        parts.append(part)
+    os.symlink(str(project / "tools" / ".py-sandboxes"), "notes", dir_fd=fd)
+    os.close(fd)
+    os.symlink("/".join(parts), project / "deep")
+    (project / ".py-sandboxes").write_text("expose-rw=.\npython-import=*\n")
+    (project / "app.py").write_text(
+        "import _io, os\n"
+        "fd = os.open('deep', os.O_PATH)\n"
+        "try:\n"
+        "    _io.FileIO(f'/proc/self/fd/{fd}/notes', 'w').write(b'expose-ro=/\\n')\n"
+        "    print('DONE')\n"
+        "except OSError as exc:\n"
+        "    print('REFUSED', type(exc).__name__, exc)\n"
+    )
+    planted = project / "tools" / ".py-sandboxes"
+    assert py("app.py").stdout == "DONE\n"
+    assert planted.exists()
+    planted.unlink()
+    result = sb("app.py")
+    assert "REFUSED RulePermissionError" in result.stdout, result.stdout + result.stderr
+    assert "ENAMETOOLONG" in result.stdout
+    assert not planted.exists()
