@@ -196,7 +196,7 @@ class Messages:
         if verdict.fix is not None and verdict.fix.startswith("<unjudgeable>"):
             return (
                 f"{_VERBS[report.access]} '{report.named}' is refused: the sandbox cannot "
-                f"judge it ({verdict.fix[13:]}), and no rule allows what it cannot judge."
+                f"judge it: {verdict.fix[13:]}. No rule allows what the sandbox cannot judge."
             )
         if report.real == "\0unknowable path object":
             return (

@@ -52,7 +52,7 @@ def _missing(error: OSError, path: str) -> None:
     if error.errno in _MISSING:
         return
     name = errno.errorcode.get(error.errno or 0, "an error")
-    raise Unjudgeable(path, f"{name} ({error.strerror})") from None
+    raise Unjudgeable(path, f"'{path}' gave {name} ({error.strerror})") from None
 
 
 def is_magic(path: str) -> bool:
@@ -205,7 +205,9 @@ class Resolver:
                 continue
             links += 1
             if links > _MAX_LINKS:
-                raise Unjudgeable(candidate, "ELOOP (Too many levels of symbolic links)")
+                raise Unjudgeable(
+                    candidate, f"'{path}' leads through more than {_MAX_LINKS} links (ELOOP)"
+                )
             try:
                 target = self._readlink(candidate)
             except OSError as error:
