@@ -273,3 +273,35 @@ def test_cant_plant_a_rule_file_through_a_descriptor_of_a_directory_beyond_path_
     assert "REFUSED RulePermissionError" in result.stdout, result.stdout + result.stderr
     assert "ENAMETOOLONG" in result.stdout
     assert not planted.exists()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_cant_plant_a_rule_file_natively_for_another_scripts_run(
+    sb: Runner, py: Runner, project: Path, provider: str
+) -> None:
+    # expose-rw=./tools: native code makes tools/.py-sandboxes, where this run's search
+    # never looked (main.py is in the project), but `python-sb tools/report.py` will.
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider} cannot run here: {reason}")
+    tools = project / "tools"
+    tools.mkdir()
+    (tools / "deeper").mkdir()
+    (tools / "report.py").write_text("print('report')\n")
+    (project / "main.py").write_text(_native(PLANT, b"expose-ro=../..\n"))
+    reviewed = (
+        "expose-ro=.\nexpose-rw=./tools\npython-api=ALLOW:native\npython-import=*\n"
+        f"os-sandbox={provider}\n"
+    )
+    (project / ".py-sandboxes").write_text(reviewed)
+    for place in ("tools/.py-sandboxes", "tools/deeper/.py-sandboxes"):
+        planted = project / place
+        assert py("main.py", place).stdout == "DONE\n"
+        assert place in _rules_shown(sb, place.replace(".py-sandboxes", "report.py"))
+        planted.unlink()
+        result = sb("main.py", place)
+        assert result.stdout == "DONE\n", result.stderr  # no kernel refuses a new name there
+        assert not planted.exists(), f"{place} stayed"
+        assert f"{place} was made or changed while the program ran" in result.stderr
+        assert (project / (place + ".planted")).read_text() == "expose-ro=../..\n"
+    assert "tools/.py-sandboxes" not in _rules_shown(sb, "tools/report.py")

@@ -77,7 +77,8 @@ def bottom_code() -> CodeType:
 def _chosen_outside(callee: str, name: str, module: str, code: CodeType) -> bool:
     """Whether a library's ``__import__(name)`` imports a name its code does not fix:
     neither a constant of the calling function, nor a module of the library's own
-    package (``encodings.<codec>``, ``dbm.dumb``), nor one it computes itself
+    package (``encodings.<codec>``, ``dbm.dumb``, ``pygments.lexers.python``), nor one it
+    computes itself
     (``resolvers.LIBRARY_NAMES``). Such a name may come from the program
     (``dbm._names = ["csv"]``): the import is then judged as its caller's."""
     if callee != "__import__" or not name:
@@ -174,8 +175,9 @@ class ImportAsker:
                     if at_import:
                         return False  # its own import
                     if kind == LIBRARY:
-                        if not _chosen_outside(callee, name, module, code):
-                            return False  # its own import
+                        package = module or self._installed_package(code.co_filename)
+                        if loaded or not _chosen_outside(callee, name, package, code):
+                            return False  # its own import (or nothing loaded: see above)
                         looking_through = True  # a name its caller may have chosen
                 elif not named:
                     if loaded and kind == LIBRARY and not looking_through:
@@ -208,6 +210,14 @@ class ImportAsker:
                 return False
             frame = frame.f_back
         return False
+
+    def _installed_package(self, filename: str) -> str:
+        """The top-level package of an installed package's file, by where it lies (its
+        ``__name__`` is the program's to change)."""
+        root = next((r for r in self._libraries if filename.startswith(r)), None)
+        if root is None:
+            return ""
+        return filename[len(root) :].partition("/")[0].removesuffix(".py")
 
     def kind(self, filename: str) -> int:
         """``PROGRAM``, ``LIBRARY``, ``MACHINE`` or ``OWN``."""

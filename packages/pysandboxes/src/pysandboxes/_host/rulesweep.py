@@ -1,0 +1,93 @@
+"""The sweep at exit of the read-write exposures for rule files the run made or changed.
+
+``rulewatch`` keeps the places this run's own rule search looks. Native code (or a
+program the sandbox started) may also make or change a rule file where *another*
+script's search looks: ``tools/.py-sandboxes`` rules the next ``python-sb
+tools/report.py``. No kernel layer refuses one new name in a directory it lets the
+sandbox write, so at exit the waiter walks each read-write exposure and sets aside every
+rule file there whose inode changed during the run (its ``ctime``, which no program can
+set back): a ``.py-sandboxes`` (or the name given to ``--pysandboxes-config``), and a
+``pyproject.toml`` that now holds a ``[tool.py-sandboxes]`` table.
+
+The walk is bounded (``LIMIT`` directories): a tree larger than that is said to be
+checked only in part, never silently. It follows no symbolic link and no other file
+system's mount (a link out of the exposure leads where the sandbox could not write).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Collection
+
+#: Most directories one sweep reads.
+LIMIT = 50_000
+
+
+def sweep(
+    root: str,
+    names: Collection[str],
+    since_ns: int,
+    known: Collection[str],
+    set_aside: Callable[[str], str],
+    has_table: Callable[[bytes | None], bool],
+    read: Callable[[str], bytes | None],
+) -> list[str]:
+    """Set aside the rule files below ``root`` changed at or after ``since_ns`` (the
+    coarse clock when the run began); ``known`` are the run's own rule files, which
+    ``rulewatch`` keeps itself. One message for each, and one if the walk stopped."""
+    messages: list[str] = []
+    try:
+        device = os.lstat(root).st_dev
+    except OSError:
+        return messages
+    pending = [root]
+    visited = 0
+    while pending:
+        directory = pending.pop()
+        visited += 1
+        if visited > LIMIT:
+            messages.append(
+                f"{_shown(root)} holds more than {LIMIT} directories: the check for rule "
+                "files the program made there stopped; review the ones it may have made"
+            )
+            break
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue  # gone, or unreadable to the trusted side: nor can a search read it
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(info.st_mode):
+                if info.st_dev == device:
+                    pending.append(entry.path)
+                continue
+            if entry.path in known or info.st_ctime_ns < since_ns:
+                continue
+            if entry.name == "pyproject.toml":
+                if not stat.S_ISREG(info.st_mode) or not has_table(read(entry.path)):
+                    continue
+            elif entry.name not in names:
+                continue
+            aside = set_aside(entry.path)
+            done = {"?": "it could not be moved: remove it", "": "it was removed"}
+            messages.append(
+                f"{_shown(entry.path)} was made or changed while the program ran, in a "
+                f"read-write exposure: {done.get(aside, f'moved to {_shown(aside)}')}; "
+                "a later run there would have obeyed it"
+            )
+    return messages
+
+
+def _shown(path: str) -> str:
+    try:
+        relative = os.path.relpath(path)
+    except (OSError, ValueError):
+        return path
+    return path if relative.startswith("..") else relative
