@@ -10,8 +10,9 @@ set back): a ``.py-sandboxes`` (or the name given to ``--pysandboxes-config``), 
 ``pyproject.toml`` that now holds a ``[tool.py-sandboxes]`` table.
 
 The walk is bounded (``LIMIT`` directories): a tree larger than that is said to be
-checked only in part, never silently. It follows no symbolic link and no other file
-system's mount (a link out of the exposure leads where the sandbox could not write).
+checked only in part, never silently. It follows no symbolic link (one out of the
+exposure leads where the sandbox could not write), and reads the entries' types from the
+listing: only a rule file's name costs a ``stat``.
 """
 
 from __future__ import annotations
@@ -40,10 +41,6 @@ def sweep(
     coarse clock when the run began); ``known`` are the run's own rule files, which
     ``rulewatch`` keeps itself. One message for each, and one if the walk stopped."""
     messages: list[str] = []
-    try:
-        device = os.lstat(root).st_dev
-    except OSError:
-        return messages
     pending = [root]
     visited = 0
     while pending:
@@ -60,20 +57,23 @@ def sweep(
         except OSError:
             continue  # gone, or unreadable to the trusted side: nor can a search read it
         for entry in entries:
+            name = entry.name
+            if name != "pyproject.toml" and name not in names:
+                try:
+                    if entry.is_dir(follow_symlinks=False):  # the entry's type: no stat
+                        pending.append(entry.path)
+                except OSError:
+                    pass
+                continue
             try:
                 info = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if stat.S_ISDIR(info.st_mode):
-                if info.st_dev == device:
-                    pending.append(entry.path)
-                continue
             if entry.path in known or info.st_ctime_ns < since_ns:
                 continue
-            if entry.name == "pyproject.toml":
-                if not stat.S_ISREG(info.st_mode) or not has_table(read(entry.path)):
-                    continue
-            elif entry.name not in names:
+            if name == "pyproject.toml" and (
+                not stat.S_ISREG(info.st_mode) or not has_table(read(entry.path))
+            ):
                 continue
             aside = set_aside(entry.path)
             done = {"?": "it could not be moved: remove it", "": "it was removed"}
