@@ -107,7 +107,11 @@ class Resolver:
         """The path the kernel holds for an open file descriptor, if it has one."""
         try:
             target = self._readlink(_FD_LINK.format(fd))
-        except OSError:
+        except OSError as error:
+            if error.errno in (errno.ENOENT, errno.EBADF):
+                return None  # not open: the call fails with EBADF itself
+            # ENAMETOOLONG: a path the kernel cannot even write out; refused, not skipped
+            _missing(error, _FD_LINK.format(fd))
             return None
         return self._self_proc(target) if target.startswith("/") else None
 
