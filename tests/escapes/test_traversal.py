@@ -7,7 +7,7 @@ import os
 import sqlite3
 
 import pytest
-from escapelab import Lab, got
+from escapelab import Lab, got, tree
 
 from pysandboxes._host.select import unavailable_reason
 
@@ -347,3 +347,25 @@ def test_a_malformed_percent_escape_in_a_sqlite_uri_is_refused(lab: Lab) -> None
     assert got(lab.control(code), "GOT [(1,)]")
     result = lab.refused(code, "RulePermissionError")
     assert "a '%' not followed by two hex digits" in result.stdout, result.stdout
+
+
+def test_a_directory_whose_path_the_kernel_cannot_write_out_is_refused(lab: Lab) -> None:
+    # Made and reached one level at a time through descriptors, a directory whose real
+    # path is longer than PATH_MAX: /proc/self/fd/<n> cannot show where it is
+    # (ENAMETOOLONG), and the names judged through it were taken as written. (The probe
+    # removes what it made: nothing else can name it.)
+    code = lab.probe(
+        """
+        import shutil
+        fd = os.open(OUT, os.O_RDONLY)
+        for _ in range(24):
+            os.mkdir('d' * 200, dir_fd=fd)
+            fd = os.open('d' * 200, os.O_RDONLY, dir_fd=fd)
+        listed = os.listdir(fd)
+        shutil.rmtree(OUT + '/' + 'd' * 200)
+        print('GOT', listed)
+        """
+    )
+    assert got(lab.control(code), "GOT []")
+    result = lab.refused(code, "RulePermissionError", watch=lambda: tree(lab.outside))
+    assert "ENAMETOOLONG" in result.stdout, result.stdout
