@@ -9,7 +9,7 @@ import os
 import sqlite3
 
 import pytest
-from escapelab import Lab, tree
+from escapelab import Lab, got, tree
 
 
 @pytest.fixture
@@ -252,3 +252,18 @@ def test_a_directory_no_pattern_depends_on_can_still_be_renamed(lab: Lab) -> Non
     result = lab.run_sandboxed(code)
     assert "REFUSED RuleFileNotFoundError" in result.stdout, result.stdout + result.stderr
     assert (lab.project / "app2" / "more").is_dir()
+
+
+def test_a_directory_made_beyond_path_max_is_refused_with_a_rule_error(lab: Lab) -> None:
+    # The refusal, not an error of the guard's own, reaches the program: mkdir's handler
+    # looks at the name again when the refusal comes, to tell a directory that exists.
+    lab.rules("expose-rw=.", "ignore=conf/*.key")
+    lab.setup(lambda: _beyond_path_max(lab))
+    code = lab.probe(
+        "os.makedirs('s1/more/deeper', exist_ok=True)\n"
+        "os.rmdir('s1/more/deeper')\nos.rmdir('s1/more')\n"  # the tree can be photographed
+        "print('DONE')"
+    )
+    assert got(lab.control(code), "DONE")
+    result = lab.refused(code, "RulePermissionError", watch=lambda: _key_and_outside(lab))
+    assert "ENAMETOOLONG" in result.stdout, result.stdout

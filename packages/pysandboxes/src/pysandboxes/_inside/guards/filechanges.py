@@ -89,8 +89,12 @@ class ChangeEvents:
             named = exact_path(path)
             if named is not None:
                 dir_fd = descriptor(dir_fd)
-                absolute = self.resolver.absolute(named, dir_fd if type(dir_fd) is int else None)
-                real = self.resolver.real(absolute or named, follow=False)
+                base = dir_fd if type(dir_fd) is int else None
+                try:
+                    absolute = self.resolver.absolute(named, base)
+                    real = self.resolver.real(absolute or named, follow=False)
+                except Unjudgeable:
+                    real = None  # refused already, with the reason
             # A directory that leads to an exposure exists, and the rules say so already:
             # report it as existing, which is what makes os.makedirs(exist_ok=True) work.
             if real is not None and self.judge.leads_to_exposure(real):

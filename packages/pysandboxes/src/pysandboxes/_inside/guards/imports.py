@@ -37,6 +37,7 @@ from pysandboxes._inside.guards.askers import OWN_DIRS, STARTED_EVENT, ImportAsk
 from pysandboxes._inside.guards.audit import current_frame
 from pysandboxes._inside.guards.importdoors import finder as make_finder
 from pysandboxes._inside.guards.importdoors import gcd_wrapper, import_wrapper
+from pysandboxes._inside.guards.paths import Unjudgeable
 from pysandboxes._inside.guards.values import plain_str
 
 TYPE_CHECKING = False
@@ -317,7 +318,7 @@ class ImportGuard:
             return self._module_under_root(path)
         try:
             real = self._realpath(path)
-        except (OSError, ValueError):  # an unreadable path: C fails to open it as well
+        except (OSError, ValueError, Unjudgeable):  # unreadable: C fails to open it too
             real = path
         found = self._module_under_root(real)
         return found if found is not None else self._module_under_root(os.path.normpath(path))
