@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from escapelab import Lab
+from escapelab import Lab, tree
 
 from pysandboxes._inside.enforce import Recording
 from pysandboxes._inside.guards import entrypoints
@@ -161,3 +162,69 @@ def test_cant_reach_outside_through_any_path_function_with_any_path_type(
     assert "GOT " not in result.stdout, output
     for name in PATH_CALLS:
         assert any(f"REFUSED {r} {name}\n" in result.stdout for r in refusals), (name, output)
+
+
+#: How each type AF_UNIX accepts is made from a str path (a path object is not one:
+#: CPython raises TypeError before any system call).
+ADDRESS_TYPES = {
+    "str": "lambda s: s",
+    "bytes": "os.fsencode",
+    "bytearray": "lambda s: bytearray(os.fsencode(s))",
+    "memoryview": "lambda s: memoryview(os.fsencode(s))",
+    "array": "lambda s: __import__('array').array('b', os.fsencode(s))",
+}
+
+
+@pytest.mark.parametrize("kind", list(ADDRESS_TYPES))
+def test_cant_reach_a_unix_socket_outside_through_any_call_with_any_address_type(
+    lab: Lab, kind: str
+) -> None:
+    servers: list[socket.socket] = []
+
+    def listen() -> None:
+        stream = socket.socket(socket.AF_UNIX)
+        stream.bind(str(lab.outside / "stream"))
+        stream.listen(8)
+        dgram = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        dgram.bind(str(lab.outside / "dgram"))
+        dgram.setblocking(False)
+        servers.extend((stream, dgram))
+
+    lab.setup(listen)
+    calls = {
+        "bind": "socket.socket(socket.AF_UNIX).bind(make(OUTSIDE + '/made'))",
+        "connect": "socket.socket(socket.AF_UNIX).connect(make(OUTSIDE + '/stream'))",
+        "connect_ex": (
+            "assert socket.socket(socket.AF_UNIX).connect_ex(make(OUTSIDE + '/stream')) == 0"
+        ),
+        "sendto": "dgram().sendto(b'x', make(OUTSIDE + '/dgram'))",
+        "sendmsg": "dgram().sendmsg([b'x'], [], 0, make(OUTSIDE + '/dgram'))",
+    }
+    lines = [
+        "import socket",
+        f"make = {ADDRESS_TYPES[kind]}",
+        "dgram = lambda: socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)",
+        "results = []",
+    ]
+    for name, call in calls.items():
+        lines += [
+            "try:",
+            f"    {call}",
+            f"    results.append('GOT {name}')",
+            "except Exception as exc:",
+            f"    results.append('REFUSED ' + type(exc).__name__ + ' {name}')",
+        ]
+    lines.append("print('\\n'.join(results))")
+    code = lab.probe("\n".join(lines), imports="os, sys")
+    try:
+        control = lab.control(code)
+        assert control.stdout.count("GOT ") == len(calls), control.stdout + control.stderr
+        refusals = ("RuleFileNotFoundError", "RuleSocketConnectionRefusedError")
+        result = lab.refused(code, refusals, watch=lambda: tree(lab.outside))
+        output = result.stdout + result.stderr
+        assert "GOT " not in result.stdout, output
+        for name in calls:
+            assert any(f"REFUSED {r} {name}\n" in result.stdout for r in refusals), (name, output)
+    finally:
+        for server in servers:
+            server.close()
