@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import socket
+import sys
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -54,6 +55,46 @@ def _raised_by_the_standard_library() -> set[str]:
     return {event for event in found if _in_families(event)}
 
 
+#: Strings of the interpreter's binaries that look like events of these families but
+#: name a module, a type or an exception (``os.stat_result``), or a C file.
+_NOT_EVENTS = frozenset(
+    {
+        "os.path",
+        "os.stat_result",
+        "os.statvfs_result",
+        "os.terminal_size",
+        "socket.gaierror",
+        "socket.herror",
+        "mmap.mmap",
+        "sqlite3.dump",
+    }
+)
+_C_NAME = re.compile(
+    rb"(?<![\w./])((?:os|socket|sqlite3|fcntl|mmap|marshal)\.[a-z_][a-z_0-9/]*)\x00"
+)
+
+
+def _named_in_the_interpreters_binaries() -> set[str]:
+    """Strings of ``python``, ``libpython`` and the extension modules shaped like an
+    event of these families: a C event a new CPython adds shows up here first."""
+    import glob
+    import sysconfig
+
+    version = sysconfig.get_python_version()
+    prefix = sys.base_prefix
+    files = [os.path.realpath(sys.executable)]
+    files += glob.glob(f"{prefix}/lib/libpython{version}*.so*")
+    files += glob.glob(f"{prefix}/lib/python{version}/lib-dynload/*.so")
+    found: set[str] = set()
+    for name in files:
+        try:
+            data = Path(name).read_bytes()
+        except OSError:
+            continue
+        found.update(match.group(1).decode() for match in _C_NAME.finditer(data))
+    return {n for n in found if not n.endswith((".c", ".h")) and n not in _NOT_EVENTS}
+
+
 def _handled_elsewhere() -> dict[str, set[str]]:
     policy = parse_policy(None, extra_rules=["expose-ro=."], cwd=tempfile.gettempdir())
     api = ApiJudge(policy)
@@ -80,6 +121,7 @@ def test_every_file_socket_and_import_event_is_judged_or_harmless_with_a_reason(
     handled = entrypoints.FILES | entrypoints.SOCKETS | entrypoints.IMPORTS
     listed = handled | set(entrypoints.ELSEWHERE) | set(entrypoints.HARMLESS)
     candidates = set(entrypoints.DOCUMENTED_IN_C) | _raised_by_the_standard_library()
+    candidates |= _named_in_the_interpreters_binaries()
     missing = sorted(event for event in candidates if event not in listed)
     assert not missing, f"audit events neither handled nor listed as harmless: {missing}"
     both = sorted(set(entrypoints.HARMLESS) & (handled | set(entrypoints.ELSEWHERE)))
@@ -87,10 +129,15 @@ def test_every_file_socket_and_import_event_is_judged_or_harmless_with_a_reason(
     assert all(len(reason) > 20 for reason in entrypoints.HARMLESS.values())
 
 
-def test_the_standard_library_scan_finds_what_it_should() -> None:
-    # The scan must see the events the guards rely on, or it proves nothing.
+def test_the_scans_find_what_they_should() -> None:
+    # The scans must see the events the guards rely on, or they prove nothing.
     found = _raised_by_the_standard_library()
     assert {"shutil.copyfile", "shutil.rmtree", "tempfile.mkstemp", "glob.glob"} <= found
+    assert {
+        "os.rename",
+        "socket.sendmsg",
+        "sqlite3.connect",
+    } <= _named_in_the_interpreters_binaries()
 
 
 # -- every function taking a path, with every type it accepts ------------------------------
