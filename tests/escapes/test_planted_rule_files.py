@@ -305,3 +305,27 @@ def test_cant_plant_a_rule_file_natively_for_another_scripts_run(
         assert f"{place} was made or changed while the program ran" in result.stderr
         assert (project / (place + ".planted")).read_text() == "expose-ro=../..\n"
     assert "tools/.py-sandboxes" not in _rules_shown(sb, "tools/report.py")
+
+
+def test_cant_give_another_scripts_rule_file_an_include_natively(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # tools/.py-sandboxes (reviewed, unchanged) includes profiles/extra.profile, missing
+    # yet: native code makes it, and `python-sb tools/report.py` would obey it.
+    tools = project / "tools"
+    (tools / "profiles").mkdir(parents=True)
+    (tools / "report.py").write_text("print('report')\n")
+    (tools / ".py-sandboxes").write_text('expose-ro=.\ninclude-optional "profiles/extra.profile"\n')
+    (project / "main.py").write_text(_native(PLANT, b"expose-ro=/\n"))
+    (project / ".py-sandboxes").write_text(
+        "expose-ro=.\nexpose-rw=./tools\npython-api=ALLOW:native\npython-import=*\n"
+    )
+    include = tools / "profiles" / "extra.profile"
+    assert py("main.py", "tools/profiles/extra.profile").stdout == "DONE\n"
+    assert "expose-ro=/" in _rules_shown(sb, "tools/report.py")
+    include.unlink()
+    result = sb("main.py", "tools/profiles/extra.profile")
+    assert result.stdout == "DONE\n", result.stderr
+    assert not include.exists(), "the include made by the sandbox stayed"
+    assert "tools/profiles/extra.profile, included by tools/.py-sandboxes" in result.stderr
+    assert "expose-ro=/" not in _rules_shown(sb, "tools/report.py")
