@@ -306,7 +306,7 @@ def _chained(lab: Lab) -> None:
     os.symlink("v1", lab.project / "conf" / "current")
 
 
-def _chain(lab: Lab) -> object:
+def _chain(lab: Lab) -> tuple[object, ...]:
     conf = lab.project / "conf"
     return (
         os.readlink(lab.project / ".py-sandboxes"),
