@@ -339,3 +339,15 @@ def test_cant_retarget_a_link_in_the_middle_of_the_rule_files_chain(lab: Lab, ro
     )
     assert got(lab.control(code), "DONE")
     lab.refused(code, "RulePermissionError", watch=lambda: _chain(lab)[:3])
+
+
+def test_show_layers_says_the_links_to_the_rule_file_are_kept_at_exit_only(lab: Lab) -> None:
+    # A link cannot be bound read-only: --show-layers must not claim the kernel keeps it.
+    import json
+
+    lab.rules("expose-rw=.")
+    lab.setup(lambda: _chained(lab))
+    lab.reset()
+    report = json.loads(lab.sb("--show-layers=json").stdout)
+    row = next(r for r in report["rules"] if r["rule"] == "the rule files cannot be changed")
+    assert "the links on the way (.py-sandboxes, conf/current) are not bound" in row["note"]
