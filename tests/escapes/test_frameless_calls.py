@@ -130,6 +130,29 @@ def test_the_prompt_after_a_program_still_compiles_what_is_typed(lab: Lab) -> No
     assert "42" in result.stdout, result.stdout + result.stderr
 
 
+# The program puts a pipe holding its own line of code on fd 0; the prompt that follows
+# reads it, and a frameless compile with no source object passed for typed input.
+FED_PROMPT = """
+import os
+r, w = os.pipe()
+os.write(w, b"open('out/ran', 'w').write('x'); print('RAN', 6 * 7)\\n")
+os.close(w)
+os.dup2(r, 0)
+"""
+
+
+def test_cant_feed_the_prompt_a_line_of_code_through_a_replaced_stdin(lab: Lab) -> None:
+    control = lab.py("-i", "-c", FED_PROMPT, stdin="")
+    assert "RAN 42" in control.stdout, control.stdout + control.stderr
+    lab.reset()
+    result = lab.sb("-i", "-c", FED_PROMPT, stdin="")
+    output = result.stdout + result.stderr
+    assert "RAN" not in result.stdout, output
+    assert "RuleApiPermissionError" in result.stderr, output
+    assert "fd 0 is no longer the descriptor the sandbox started with" in result.stderr, output
+    assert not (lab.out / "ran").exists()
+
+
 def test_c_may_import_a_loaded_module_for_a_library(lab: Lab) -> None:
     # re.sub with a template imports re from C, for the standard library's _strptime.
     lab.rules("expose-ro=./data", "python-import=time")
@@ -164,11 +187,12 @@ def test_cant_compile_through_the_consoles_compiler(lab: Lab, route: str) -> Non
 def test_cant_run_a_program_module_before_the_program_starts(lab: Lab) -> None:
     # Before the program starts every import is the sandbox's own start, but a module of
     # the program's, named by PYTHONWARNINGS, would run the program's code in that time.
-    lab.setup(
-        lambda: (lab.project / "mine.py").write_text(
+    def mine() -> None:
+        (lab.project / "mine.py").write_text(
             "print('MINE RAN', flush=True)\nclass Warn(Warning): pass\n"
         )
-    )
+
+    lab.setup(mine)
     warnings = "PYTHONWARNINGS=ignore::mine.Warn"
     path = f"PYTHONPATH={lab.project}"  # plain python reads its options before the cwd
     lab.rules("expose-ro=.", f"env={warnings}", f"env={path}", "python-import=sys")

@@ -165,11 +165,21 @@ def test_cant_bind_unix_socket_outside(lab: Lab, address: str) -> None:
     lab.refused(code, "RuleFileNotFoundError")
 
 
-@pytest.mark.parametrize(
-    "address",
-    ["OUTSIDE + '/listener'", "bytearray(os.fsencode(OUTSIDE + '/listener'))"],
-    ids=["str", "bytearray"],
-)
+# Every buffer AF_UNIX accepts; mmap is a buffer the guard cannot read without running
+# code of its type (refused as unknowable); the relative names go through ../outside.
+UNIX_ADDRESSES = {
+    "str": "OUTSIDE + '/listener'",
+    "bytearray": "bytearray(os.fsencode(OUTSIDE + '/listener'))",
+    "memoryview": "memoryview(b'../outside/listener')",
+    "array": "__import__('array').array('b', b'../outside/listener')",
+    "nul_tail": "b'../outside/listener\\0' + os.fsencode(DATA)",
+    "mmap": (
+        "(lambda m: (m.write(b'../outside/listener'), m)[1])(__import__('mmap').mmap(-1, 64))"
+    ),
+}
+
+
+@pytest.mark.parametrize("address", list(UNIX_ADDRESSES.values()), ids=list(UNIX_ADDRESSES))
 def test_cant_connect_to_unix_socket_outside(lab: Lab, address: str) -> None:
     # A service listening outside the exposed tree (a docker.sock, an agent...).
     listeners: list[socket.socket] = []
@@ -194,6 +204,62 @@ def test_cant_connect_to_unix_socket_outside(lab: Lab, address: str) -> None:
         lab.refused(code, "RuleFileNotFoundError")
     finally:
         for server in listeners:
+            server.close()
+
+
+@pytest.mark.parametrize("kind", ["memoryview", "array"])
+def test_cant_connect_to_an_abstract_unix_socket_given_as_a_buffer(lab: Lab, kind: str) -> None:
+    # Only str and bytes were read: any other buffer was "not a name" to the Python layer
+    # (the kernel's abstract-socket scope, where it exists, refused it without a word).
+    name = f"pysandboxes-test-{os.getpid()}-{kind}".encode()
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(b"\0" + name)
+    server.listen(8)
+    address = {
+        "memoryview": f"memoryview(b'\\0' + {name!r})",
+        "array": f"__import__('array').array('b', b'\\0' + {name!r})",
+    }[kind]
+    code = lab.probe(
+        f"""
+        import socket
+        socket.socket(socket.AF_UNIX).connect({address})
+        print('DONE connected')
+        """
+    )
+    try:
+        assert got(lab.control(code), "DONE connected")
+        lab.refused(code, "RuleSocketConnectionRefusedError")
+    finally:
+        server.close()
+
+
+def test_cant_send_a_datagram_to_unix_socket_outside_with_sendmsg(lab: Lab) -> None:
+    # sendto(data, path) was judged, sendmsg([data], [], 0, path) was not (no handler).
+    servers: list[socket.socket] = []
+
+    def listen() -> None:
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        server.bind(str(lab.outside / "dgram"))
+        server.setblocking(False)
+        servers.append(server)
+
+    lab.setup(listen)
+    code = lab.probe(
+        """
+        import socket
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        client.sendmsg([b'ping'], [], 0, '../outside/dgram')
+        print('DONE sent')
+        """
+    )
+    try:
+        assert got(lab.control(code), "DONE sent")
+        assert servers[-1].recv(16) == b"ping"
+        lab.refused(code, "RuleFileNotFoundError")
+        with pytest.raises(BlockingIOError):
+            servers[-1].recv(16)
+    finally:
+        for server in servers:
             server.close()
 
 
@@ -282,7 +348,10 @@ def test_cant_read_unexposed_file_beside_own_script(lab: Lab, mode: str) -> None
 
 def test_cant_list_project_beside_own_script(lab: Lab) -> None:
     # The project directory leads to the exposures: its listing may show them, nothing else.
-    lab.setup(lambda: (lab.project / "notes-for-nobody.txt").write_text("x"))
+    def note() -> None:
+        (lab.project / "notes-for-nobody.txt").write_text("x")
+
+    lab.setup(note)
     code = lab.probe("print('GOT', os.listdir('.'))")
     assert "notes-for-nobody.txt" in lab.control(code, mode="script").stdout
     result = lab.run_sandboxed(code, mode="script")

@@ -14,6 +14,7 @@ The rules say ``os-sandbox=subprocess``: the Python layer alone is under test.
 from __future__ import annotations
 
 import sys
+import textwrap
 
 import pytest
 from escapelab import Lab, got
@@ -84,3 +85,55 @@ def test_cant_import_through_a_library_that_imports_what_it_is_handed(
     result = lab.run_sandboxed(code)
     assert "NOT LOADED" in result.stdout, result.stdout + result.stderr
     assert "DONE" not in result.stdout
+
+
+# A library's own __import__ of a name its code does not fix: dbm imports the names of
+# dbm._names, sysconfig the one the environment names. The program chooses them.
+CHOSEN = {
+    "dbm": "import dbm\ndbm._names = [{module!r}]\ndbm._defaultmod = None\ndbm.open('out/x', 'n')",
+    "sysconfig": (
+        "os.environ['_PYTHON_SYSCONFIGDATA_NAME'] = {module!r}\n"
+        "import sysconfig\nsysconfig._CONFIG_VARS = None\nsysconfig.get_config_vars()"
+    ),
+}
+
+
+@pytest.mark.parametrize("library", list(CHOSEN))
+def test_cant_import_a_name_chosen_for_a_library_that_imports_it_itself(
+    lab: Lab, library: str
+) -> None:
+    lab.rules(*RULES, "python-import=dbm", "python-import=sysconfig", "python-import=os")
+    call = textwrap.indent(CHOSEN[library].format(module="colorsys"), "    ")
+    body = SETUP + (
+        f"try:\n{call}\nexcept Exception as exc:\n    print('REFUSED', type(exc).__name__)\n"
+        "print('DONE' if 'colorsys' in sys.modules else 'NOT LOADED')\n"
+    )
+    code = lab.probe(body, imports="os, sys")
+    assert got(lab.control(code), "DONE")
+    result = lab.run_sandboxed(code)
+    assert "NOT LOADED" in result.stdout, result.stdout + result.stderr
+    assert "DONE" not in result.stdout
+
+
+def test_cant_get_the_sandboxs_private_modules_through_a_library_that_imports_them(
+    lab: Lab,
+) -> None:
+    lab.rules(*RULES, "python-import=dbm", "python-import=os")
+    call = CHOSEN["dbm"].format(module="pysandboxes._inside.listings")
+    code = lab.probe(f"{call}\n", imports="os, sys") + "print('GOT', dbm._defaultmod)\n"
+    # Plain python finds the package in the test's venv too: dbm keeps the module it loaded.
+    assert got(lab.control(code), "GOT <module 'pysandboxes._inside.listings'")
+    result = lab.run_sandboxed(code)
+    assert "GOT None" in result.stdout, result.stdout + result.stderr
+    assert "import pysandboxes._inside.listings" in result.stderr, result.stderr
+
+
+def test_a_library_still_imports_the_names_its_code_fixes(lab: Lab) -> None:
+    lab.rules(*RULES, "python-import=dbm", "python-import=sysconfig", "python-import=codecs")
+    code = (
+        "import codecs, dbm, sysconfig\n"
+        "print(len(sysconfig.get_config_vars()) > 10, codecs.lookup('koi8_r').name)\n"
+        "d = dbm.open('out/db', 'n'); d['a'] = 'b'; d.close(); print('DONE')\n"
+    )
+    result = lab.run_sandboxed(code)
+    assert "True koi8-r\nDONE" in result.stdout, result.stdout + result.stderr

@@ -187,3 +187,145 @@ def test_cant_keep_a_planted_rule_file_by_taking_the_name_it_is_moved_to(
     assert result.stdout == "DONE\n", result.stderr
     assert not (tools / ".py-sandboxes").exists(), "the planted rule file stayed"
     assert "moved to tools/.py-sandboxes.planted-" in result.stderr
+
+
+# Native code retargets a link on the way to the rule file: no name the Python layer sees.
+RETARGET = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mkdir(b"conf/v2", 0o755)
+fd = libc.open(b"conf/v2/rules", 0o1101, 0o644)
+libc.write(fd, b"expose-ro=/\\n", 12)
+libc.close(fd)
+libc.symlink(b"v2", b"conf/next")
+print("DONE" if libc.rename(b"conf/next", b"conf/current") == 0 else "REFUSED")
+"""
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_cant_retarget_a_link_on_the_way_to_the_rule_file_natively(
+    sb: Runner, py: Runner, project: Path, provider: str
+) -> None:
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider} cannot run here: {reason}")
+    import os
+
+    (project / "conf" / "v1").mkdir(parents=True)
+    reviewed = f"expose-rw=.\npython-api=ALLOW:native\npython-import=*\nos-sandbox={provider}\n"
+    (project / "conf" / "v1" / "rules").write_text(reviewed)
+    os.symlink("v1", project / "conf" / "current")
+    os.symlink("conf/current/rules", project / ".py-sandboxes")
+    (project / "app.py").write_text(RETARGET)
+    # Control: under plain python the next run obeys conf/v2/rules.
+    assert py("app.py").stdout == "DONE\n"
+    assert "expose-ro=/" in _rules_shown(sb, "app.py")
+    os.unlink(project / "conf" / "current")
+    os.symlink("v1", project / "conf" / "current")
+    (project / "conf" / "v2" / "rules").unlink()
+    (project / "conf" / "v2").rmdir()
+    result = sb("app.py")
+    output = result.stdout + result.stderr
+    assert os.readlink(project / "conf" / "current") == "v1", output
+    if result.stdout != "REFUSED\n":  # a kernel layer kept the link: nothing to set back
+        assert "a link on the way to a rule file, was changed" in result.stderr, output
+    assert "expose-ro=/" not in _rules_shown(sb, "app.py")
+
+
+def test_cant_plant_a_rule_file_through_a_descriptor_of_a_directory_beyond_path_max(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # In a directory whose real path is a few bytes short of PATH_MAX, notes links to
+    # tools/.py-sandboxes; the C FileIO writes /proc/self/fd/<O_PATH of it>/notes. The
+    # guard's lstat of "<4,093 bytes>/notes" failed with ENAMETOOLONG, taken for "missing".
+    import os
+
+    (project / "tools").mkdir()
+    (project / "tools" / "report.py").write_text("print('report')\n")
+    fd = os.open(project, os.O_RDONLY)
+    length = len(str(project))
+    parts: list[str] = []
+    while length < 4093:
+        part = "d" * min(200, 4093 - length - 1)
+        os.mkdir(part, dir_fd=fd)
+        inner = os.open(part, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd, length = inner, length + 1 + len(part)
+        parts.append(part)
+    os.symlink(str(project / "tools" / ".py-sandboxes"), "notes", dir_fd=fd)
+    os.close(fd)
+    os.symlink("/".join(parts), project / "deep")
+    (project / ".py-sandboxes").write_text("expose-rw=.\npython-import=*\n")
+    (project / "app.py").write_text(
+        "import _io, os\n"
+        "fd = os.open('deep', os.O_PATH)\n"
+        "try:\n"
+        "    _io.FileIO(f'/proc/self/fd/{fd}/notes', 'w').write(b'expose-ro=/\\n')\n"
+        "    print('DONE')\n"
+        "except OSError as exc:\n"
+        "    print('REFUSED', type(exc).__name__, exc)\n"
+    )
+    planted = project / "tools" / ".py-sandboxes"
+    assert py("app.py").stdout == "DONE\n"
+    assert planted.exists()
+    planted.unlink()
+    result = sb("app.py")
+    assert "REFUSED RulePermissionError" in result.stdout, result.stdout + result.stderr
+    assert "ENAMETOOLONG" in result.stdout
+    assert not planted.exists()
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_cant_plant_a_rule_file_natively_for_another_scripts_run(
+    sb: Runner, py: Runner, project: Path, provider: str
+) -> None:
+    # expose-rw=./tools: native code makes tools/.py-sandboxes, where this run's search
+    # never looked (main.py is in the project), but `python-sb tools/report.py` will.
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider} cannot run here: {reason}")
+    tools = project / "tools"
+    tools.mkdir()
+    (tools / "deeper").mkdir()
+    (tools / "report.py").write_text("print('report')\n")
+    (project / "main.py").write_text(_native(PLANT, b"expose-ro=../..\n"))
+    reviewed = (
+        "expose-ro=.\nexpose-rw=./tools\npython-api=ALLOW:native\npython-import=*\n"
+        f"os-sandbox={provider}\n"
+    )
+    (project / ".py-sandboxes").write_text(reviewed)
+    for place in ("tools/.py-sandboxes", "tools/deeper/.py-sandboxes"):
+        planted = project / place
+        assert py("main.py", place).stdout == "DONE\n"
+        assert place in _rules_shown(sb, place.replace(".py-sandboxes", "report.py"))
+        planted.unlink()
+        result = sb("main.py", place)
+        assert result.stdout == "DONE\n", result.stderr  # no kernel refuses a new name there
+        assert not planted.exists(), f"{place} stayed"
+        assert f"{place} was made or changed while the program ran" in result.stderr
+        assert (project / (place + ".planted")).read_text() == "expose-ro=../..\n"
+    assert "tools/.py-sandboxes" not in _rules_shown(sb, "tools/report.py")
+
+
+def test_cant_give_another_scripts_rule_file_an_include_natively(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # tools/.py-sandboxes (reviewed, unchanged) includes profiles/extra.profile, missing
+    # yet: native code makes it, and `python-sb tools/report.py` would obey it.
+    tools = project / "tools"
+    (tools / "profiles").mkdir(parents=True)
+    (tools / "report.py").write_text("print('report')\n")
+    (tools / ".py-sandboxes").write_text('expose-ro=.\ninclude-optional "profiles/extra.profile"\n')
+    (project / "main.py").write_text(_native(PLANT, b"expose-ro=/\n"))
+    (project / ".py-sandboxes").write_text(
+        "expose-ro=.\nexpose-rw=./tools\npython-api=ALLOW:native\npython-import=*\n"
+    )
+    include = tools / "profiles" / "extra.profile"
+    assert py("main.py", "tools/profiles/extra.profile").stdout == "DONE\n"
+    assert "expose-ro=/" in _rules_shown(sb, "tools/report.py")
+    include.unlink()
+    result = sb("main.py", "tools/profiles/extra.profile")
+    assert result.stdout == "DONE\n", result.stderr
+    assert not include.exists(), "the include made by the sandbox stayed"
+    assert "tools/profiles/extra.profile, included by tools/.py-sandboxes" in result.stderr
+    assert "expose-ro=/" not in _rules_shown(sb, "tools/report.py")

@@ -291,3 +291,63 @@ def test_cant_read_secret_in_next_run_through_planted_exposure_link(lab: Lab, ki
     assert lab.secret not in output, f"the next run read the secret:\n{output}"
     # The planting run is refused (its probe has no try: the refusal ends it).
     assert "RulePermissionError" in first.stderr or "REFUSED" in second.stdout, output
+
+
+# -- the rule file reached through a chain of links ----------------------------------------
+
+
+def _chained(lab: Lab) -> None:
+    """``.py-sandboxes -> conf/current/rules`` and ``conf/current -> v1``."""
+    (lab.project / "conf" / "v1").mkdir(parents=True)
+    rules = lab.project / ".py-sandboxes"
+    (lab.project / "conf" / "v1" / "rules").write_bytes(rules.read_bytes())
+    rules.unlink()
+    os.symlink("conf/current/rules", rules)
+    os.symlink("v1", lab.project / "conf" / "current")
+
+
+def _chain(lab: Lab) -> tuple[object, ...]:
+    conf = lab.project / "conf"
+    return (
+        os.readlink(lab.project / ".py-sandboxes"),
+        os.path.lexists(conf / "current") and os.readlink(conf / "current"),
+        tree(conf / "v1"),
+        lab.state()["outside"],
+    )
+
+
+RETARGETS = {
+    "replace": "os.symlink('v2', 'conf/next')\nos.replace('conf/next', 'conf/current')",
+    "unlink": "os.unlink('conf/current')\nos.symlink('v2', 'conf/current')",
+    "rename_conf": "os.rename('conf', 'old-conf')",
+}
+
+
+@pytest.mark.parametrize("route", list(RETARGETS))
+def test_cant_retarget_a_link_in_the_middle_of_the_rule_files_chain(lab: Lab, route: str) -> None:
+    # Only the name searched and the final real path were protected: the middle link
+    # conf/current could point at v2, whose rules the next run obeyed.
+    lab.rules("expose-rw=.")
+    lab.setup(lambda: _chained(lab))
+    code = lab.probe(
+        f"""
+        os.makedirs('conf/v2', exist_ok=True)
+        open('conf/v2/rules', 'w').write('expose-ro=..\\n')
+        {RETARGETS[route]}
+        print('DONE')
+        """.replace("\n        ", "\n")
+    )
+    assert got(lab.control(code), "DONE")
+    lab.refused(code, "RulePermissionError", watch=lambda: _chain(lab)[:3])
+
+
+def test_show_layers_says_the_links_to_the_rule_file_are_kept_at_exit_only(lab: Lab) -> None:
+    # A link cannot be bound read-only: --show-layers must not claim the kernel keeps it.
+    import json
+
+    lab.rules("expose-rw=.")
+    lab.setup(lambda: _chained(lab))
+    lab.reset()
+    report = json.loads(lab.sb("--show-layers=json").stdout)
+    row = next(r for r in report["rules"] if r["rule"] == "the rule files cannot be changed")
+    assert "the links on the way (.py-sandboxes, conf/current) are not bound" in row["note"]

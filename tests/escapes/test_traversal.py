@@ -4,9 +4,12 @@ links, ``dir_fd`` forms, ``/proc/self/...``, and the guard's caches of all of th
 from __future__ import annotations
 
 import os
+import sqlite3
 
 import pytest
-from escapelab import Lab, got
+from escapelab import Lab, got, tree
+
+from pysandboxes._host.select import unavailable_reason
 
 READ_OS_OPEN = "fd = os.open({path}, os.O_RDONLY)\nprint('GOT', os.read(fd, 200))"
 
@@ -296,3 +299,73 @@ def test_cant_chdir_into_hidden_dir_then_read_relative(lab: Lab) -> None:
     )
     assert lab.secret in lab.control(code).stdout
     lab.refused(code, "RuleFileNotFoundError")
+
+
+# -- fail closed: a name the guard cannot resolve is refused, saying why ---------------------
+# (ENAMETOOLONG: test_ignore.py, a link beyond PATH_MAX.)
+
+
+def test_a_chain_of_too_many_links_is_refused_with_eloop(lab: Lab) -> None:
+    # 41 links: the guard stopped following at 40 and judged the last link as named.
+    def chain() -> None:
+        os.symlink("config.txt", lab.data / "l40")
+        for i in range(40):
+            os.symlink(f"l{i + 1}", lab.data / f"l{i}")
+
+    lab.setup(chain)
+    code = lab.probe("print('GOT', open('data/l0').read())")
+    control = lab.control(code)
+    assert "Too many levels of symbolic links" in control.stdout, control.stdout
+    result = lab.refused(code, "RulePermissionError", watch=lambda: lab.state()["project"])
+    assert "ELOOP" in result.stdout, result.stdout
+
+
+def test_an_ancestor_the_kernel_will_not_show_is_refused_with_eacces(lab: Lab) -> None:
+    # /proc/<ppid>/root of the launcher, outside the sandbox: Landlock keeps the sandbox
+    # from reading the link (EACCES). Inside an exposure of /proc, it was judged as named.
+    reason = unavailable_reason("landlock")
+    if reason is not None:
+        pytest.skip(f"landlock cannot run here: {reason}")
+    lab.rules("expose-ro=./data", "expose-ro=/proc", "os-sandbox=landlock")
+    code = lab.probe("print('GOT', open(f'/proc/{os.getppid()}/root' + SECRET_FILE).read())")
+    assert lab.secret in lab.control(code).stdout
+    result = lab.refused(code, "RulePermissionError")
+    assert "EACCES" in result.stdout, result.stdout
+
+
+def test_a_malformed_percent_escape_in_a_sqlite_uri_is_refused(lab: Lab) -> None:
+    # SQLite keeps "%zz" as written; a decoder that guessed could judge another name.
+    def database() -> None:
+        sqlite3.connect(lab.data / "x%zz.db").close()
+
+    lab.setup(database)
+    code = lab.probe(
+        "db = sqlite3.connect('file:data/x%zz.db?mode=ro', uri=True)\n"
+        "print('GOT', db.execute('select 1').fetchall())",
+        imports="os, sqlite3",
+    )
+    assert got(lab.control(code), "GOT [(1,)]")
+    result = lab.refused(code, "RulePermissionError")
+    assert "a '%' not followed by two hex digits" in result.stdout, result.stdout
+
+
+def test_a_directory_whose_path_the_kernel_cannot_write_out_is_refused(lab: Lab) -> None:
+    # Made and reached one level at a time through descriptors, a directory whose real
+    # path is longer than PATH_MAX: /proc/self/fd/<n> cannot show where it is
+    # (ENAMETOOLONG), and the names judged through it were taken as written. (The probe
+    # removes what it made: nothing else can name it.)
+    code = lab.probe(
+        """
+        import shutil
+        fd = os.open(OUT, os.O_RDONLY)
+        for _ in range(24):
+            os.mkdir('d' * 200, dir_fd=fd)
+            fd = os.open('d' * 200, os.O_RDONLY, dir_fd=fd)
+        listed = os.listdir(fd)
+        shutil.rmtree(OUT + '/' + 'd' * 200)
+        print('GOT', listed)
+        """
+    )
+    assert got(lab.control(code), "GOT []")
+    result = lab.refused(code, "RulePermissionError", watch=lambda: tree(lab.outside))
+    assert "ENAMETOOLONG" in result.stdout, result.stdout

@@ -5,6 +5,7 @@ Where the reference was wrong, the test says so and checks the deliberate differ
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,28 @@ def test_unexposed_path_is_hidden_with_the_line_to_add(parse: Parse, tree: Path)
     assert judge.judge("/etc/passwd", Access.WRITE).fix == "expose-rw=/etc/passwd"
     write = judge.judge(str(tree / "data" / "x"), Access.WRITE)
     assert write.fix == f"expose-rw={tree}/data/x"
+
+
+RENAMES = [
+    # source, target, refused: whether the rename could take a match out of the pattern
+    ("src/pkg", "src/lib", False),  # src/**/generated_*.py: src/lib/generated_a.py matches
+    ("src", "source", True),  # the fixed directory of the pattern (an anchor) itself
+    ("logs", "old-logs", False),  # no anchored pattern reaches there
+    ("app/secrets", "app/public", True),
+    ("app/other", "app/more", False),  # ** takes "other" and "more" alike
+    ("app/other", "../elsewhere", True),  # out of the base: nothing would match there
+]
+
+
+@pytest.mark.parametrize(("source", "target", "refused"), RENAMES)
+def test_renames_that_would_carry_files_out_of_an_ignore_pattern(
+    parse: Parse, tree: Path, source: str, target: str, refused: bool
+) -> None:
+    policy = parse(FILE_RULES + "ignore=**/secrets/*.key\n")
+    judge = FileJudge(policy.expose, policy.ignore)
+    moved = judge.carries_ignored(str(tree / source), os.path.normpath(tree / target))
+    deleted = judge.judge(str(tree / source), Access.DELETE)
+    assert (moved is not None or not deleted.allowed) == refused
 
 
 def test_absolute_ignore_pattern(parse: Parse) -> None:

@@ -41,7 +41,7 @@ from pysandboxes._host.select import say_what_is_missing, select
 from pysandboxes._host.startup import refuse_planted_code, startup_flags
 from pysandboxes._host.waiter import RELAY, finish, remove_tree
 from pysandboxes._kernel.relay import WATCHED, wait
-from pysandboxes._policy.discover import discover
+from pysandboxes._policy.discover import discover, links_on_the_way
 from pysandboxes._policy.envres import resolve_env
 from pysandboxes._policy.lines import display_name
 from pysandboxes._policy.parser import parse_policy
@@ -183,6 +183,9 @@ def build_spec(
         child_env["TERM"] = env["TERM"]
     rule_path = found.path or found.default
     protected = list(policy.rule_files)
+    # Every link on the way to a rule file is part of it: retargeting one (a "current"
+    # link of a release directory) would change the next run's rules.
+    protected += [link for path in policy.rule_files for link in links_on_the_way(path)]
     # The places the search looks at before the rule file: a file planted there, even
     # under a name given to --pysandboxes-config (the judge knows only .py-sandboxes),
     # would rule the next run.

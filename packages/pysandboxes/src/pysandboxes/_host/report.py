@@ -203,7 +203,7 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
         )
     )
     rows.append(_unix_sockets_row(policy, host))
-    rows += _rule_file_rows(host, python)
+    rows += _rule_file_rows(host, python, policy)
     if host.python and policy.python_layer:
         rows.append(_decision_log_row(policy))
     detail = DESCRIPTIONS[selection.provider]
@@ -250,8 +250,13 @@ def _unix_sockets_row(policy: Policy, host: _Host) -> LayerRow:
     )
 
 
-def _rule_file_rows(host: _Host, python: str) -> list[LayerRow]:
+def _rule_file_rows(host: _Host, python: str, policy: Policy) -> list[LayerRow]:
     """The standing protections of the next run's rules, and of the run's end."""
+    import os
+
+    from pysandboxes._policy.discover import links_on_the_way
+    from pysandboxes._policy.lines import display_name
+
     if not host.python:
         return []  # 'none': no sandbox, nothing of this is promised
     watched = "at exit, the trusted side compares them with what it read at start and "
@@ -261,6 +266,14 @@ def _rule_file_rows(host: _Host, python: str) -> list[LayerRow]:
         note = "inside a read-write exposure, no mount namespace here: " + watched + "restores them"
     else:
         note = watched + "restores them"
+    links = sorted({link for path in policy.rule_files for link in links_on_the_way(path)})
+    if links:
+        # A link cannot be bound read-only: only the Python layer and the exit check keep it.
+        shown = ", ".join(display_name(link, os.getcwd()) for link in links)
+        note = (note + "; " if note else "") + (
+            f"the links on the way ({shown}) are not bound: native code could point one "
+            "elsewhere, and at exit the trusted side sets it back"
+        )
     lifetime = (
         ""
         if host.lifetime
@@ -275,7 +288,8 @@ def _rule_file_rows(host: _Host, python: str) -> list[LayerRow]:
             python,
             NO,
             "a kernel layer cannot refuse one new name in a writable directory: at exit, the "
-            "trusted side moves a new rule file there aside and says so",
+            "trusted side moves a new rule file there aside and says so, and so it does for "
+            "one made in any read-write exposure (another script's)",
         ),
         LayerRow(
             "-",

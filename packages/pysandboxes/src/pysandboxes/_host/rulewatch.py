@@ -33,12 +33,25 @@ if TYPE_CHECKING:
     from pysandboxes._policy.model import Policy
 
 #: Kinds of entry: a rule file to keep as it was, a place to keep free of rule files, a
-#: ``pyproject.toml`` to keep without a ``[tool.py-sandboxes]`` table.
-RULES, ABSENT, NO_TABLE = "rules", "absent", "no-table"
+#: ``pyproject.toml`` to keep without a ``[tool.py-sandboxes]`` table, a link on the way
+#: to a rule file to keep pointing where it pointed.
+RULES, ABSENT, NO_TABLE, LINK = "rules", "absent", "no-table", "link"
+#: A read-write exposure to sweep at exit for rule files made there (``rulesweep``): the
+#: names to look for, NUL-separated, and the coarse clock at start.
+SWEEP, KNOWN = "sweep", "known"
+#: Linux's CLOCK_REALTIME_COARSE, which the time module does not name.
+_REALTIME_COARSE = 5
 Entry = tuple[str, str, bytes, int]
 
 
-def snapshot(rule_files: Iterable[str], writable: Iterable[str], places: Iterable[str]) -> bytes:
+def snapshot(
+    rule_files: Iterable[str],
+    writable: Iterable[str],
+    places: Iterable[str],
+    links: Iterable[str] = (),
+    sweeps: Iterable[str] = (),
+    names: Iterable[str] = (".py-sandboxes",),
+) -> bytes:
     """What ``check`` compares with, as bytes for the waiter.
 
     Args:
@@ -47,11 +60,27 @@ def snapshot(rule_files: Iterable[str], writable: Iterable[str], places: Iterabl
             appearing, when missing).
         places: where the rule search looks before the rule file in use (or, without
             one, every place it looks), ``pyproject.toml`` included.
+        links: the links on the way to the rule files (``discover.links_on_the_way``).
+        sweeps: the read-write exposures to sweep at exit for rule files named ``names``
+            (or a ``pyproject.toml`` with a table) made or changed during the run.
     """
     import marshal
+    import time
 
     mutable = {os.path.realpath(path) for path in writable}
     entries: list[Entry] = []
+    # The clock the kernel stamps inodes with: a change after this moment is the run's.
+    since = time.clock_gettime_ns(_REALTIME_COARSE)
+    listed = b"\0".join(os.fsencode(name) for name in dict.fromkeys(names))
+    entries += [(SWEEP, os.path.realpath(root), listed, since) for root in dict.fromkeys(sweeps)]
+    # The run's own rule files, kept by the entries below or not the sandbox's to change:
+    # the sweep leaves them be.
+    entries += [(KNOWN, os.path.realpath(path), b"", 0) for path in rule_files]
+    for link in dict.fromkeys(links):
+        try:
+            entries.append((LINK, link, os.fsencode(os.readlink(link)), 0))
+        except OSError:
+            continue  # gone already: the rule file's own entry reports the change
     seen: set[str] = set()
     for path in [*rule_files, *places]:
         real = os.path.realpath(path)
@@ -87,7 +116,8 @@ def check(data: bytes) -> list[str]:
     import marshal
 
     messages: list[str] = []
-    for kind, path, content, mode in marshal.loads(data):
+    entries = marshal.loads(data)
+    for kind, path, content, mode in entries:
         if kind == ABSENT and os.path.lexists(path):
             aside = _move_aside(path)
             done = {"?": "it could not be moved: remove it", "": "it was removed"}
@@ -95,6 +125,19 @@ def check(data: bytes) -> list[str]:
                 f"{_shown(path)} appeared while the program ran, where the rule search "
                 f"looks: {done.get(aside, f'moved to {_shown(aside)}')}; the next run "
                 "would have obeyed it"
+            )
+        elif kind == LINK and _retargeted(path, content):
+            aside = _move_aside(path) if os.path.lexists(path) else ""
+            try:
+                os.symlink(content, path)
+                restored = True
+            except OSError:
+                restored = False
+            messages.append(
+                f"{_shown(path)}, a link on the way to a rule file, was changed while the "
+                "program ran: "
+                + ("it points where it did again" if restored else "it could not be restored")
+                + (f"; the changed one is in {_shown(aside)}" if aside.strip("?") else "")
             )
         elif kind in (RULES, NO_TABLE) and _changed(kind, path, content, mode):
             aside = _move_aside(path) if os.path.lexists(path) else ""
@@ -104,6 +147,13 @@ def check(data: bytes) -> list[str]:
                 + ("its reviewed version is back" if restored else "it could not be restored")
                 + (f"; the changed version is in {_shown(aside)}" if aside.strip("?") else "")
             )
+    known = {path for kind, path, _, _ in entries if kind != SWEEP}
+    for kind, path, content, since in entries:
+        if kind == SWEEP:  # after the run's own files are back (their ctime is new)
+            from pysandboxes._host.rulesweep import sweep
+
+            names = {os.fsdecode(name) for name in content.split(b"\0")}
+            messages += sweep(path, names, since, known, _move_aside, _has_table, _read)
     return messages
 
 
@@ -114,6 +164,13 @@ def _shown(path: str) -> str:
     except (OSError, ValueError):
         return path
     return path if relative.startswith("..") else relative
+
+
+def _retargeted(path: str, target: bytes) -> bool:
+    try:
+        return os.fsencode(os.readlink(path)) != target
+    except OSError:
+        return True  # removed, or no longer a link
 
 
 def _changed(kind: str, path: str, content: bytes, mode: int) -> bool:
@@ -237,7 +294,13 @@ def for_run(
     else:
         places = [os.path.realpath(r.path) for r in policy.expose if r.writable]
         writable = [f for f in files if any(within(os.path.realpath(f), p) for p in places)]
-    return snapshot(files, writable, search_places(found, given))
+    from pysandboxes._policy.discover import links_on_the_way
+    from pysandboxes._policy.parser import DEFAULT_RULE_FILE
+
+    links = [link for path in files for link in links_on_the_way(path)]
+    sweeps = [r.path for r in policy.expose if r.writable and r.is_dir]
+    names = [DEFAULT_RULE_FILE] + ([given] if given and "/" not in given else [])
+    return snapshot(files, writable, search_places(found, given), links, sweeps, names)
 
 
 def search_places(found: Discovery, given: str | None) -> list[str]:

@@ -168,9 +168,12 @@ class Messages:
                 f"{verdict.rule} exposes, and its directory is not writable."
             )
         if verdict.fix == "<holds-rules>":
+            pinned = report.named.startswith("/proc/self/fd/")  # the wrappers' own route
             return (
-                f"{_VERBS[report.access]} '{report.named}' is refused: narrower rules name "
-                "paths inside it, which the change would carry out of their rules."
+                f"{_VERBS[report.access]} '{report.real if pinned else report.named}' is "
+                "refused: narrower rules name "
+                "paths inside it, which the change would carry out of their rules"
+                + (f" ({verdict.rule})." if verdict.rule is not None else ".")
             )
         if verdict.fix == "<planted-rules>":
             return (
@@ -189,6 +192,11 @@ class Messages:
                 f"{_VERBS[report.access]} '{report.named}' is refused: a relative name given "
                 "to os.open's C function may be resolved from a dir_fd the sandbox cannot "
                 "see. Call os.open, which judges the name through the descriptor."
+            )
+        if verdict.fix is not None and verdict.fix.startswith("<unjudgeable>"):
+            return (
+                f"{_VERBS[report.access]} '{report.named}' is refused: the sandbox cannot "
+                f"judge it: {verdict.fix[13:]}. No rule allows what the sandbox cannot judge."
             )
         if report.real == "\0unknowable path object":
             return (

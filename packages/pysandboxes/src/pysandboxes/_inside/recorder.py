@@ -19,7 +19,7 @@ from _thread import get_ident
 from pysandboxes._inside.enforce import Enforcing
 from pysandboxes._inside.guards.audit import HOOK_FILENAME, current_frame
 from pysandboxes._inside.guards.integrity import INTERNALS
-from pysandboxes._policy.judge import EXPOSURE_ROOT, PLANTED_RULES
+from pysandboxes._policy.judge import EXPOSURE_ROOT, PLANTED_RULES, UNJUDGEABLE
 from pysandboxes._policy.model import Access
 from pysandboxes._policy.registry import SUBINTERPRETER_FUNCTIONS, SUBINTERPRETER_MODULES
 from pysandboxes._wire.events import Event, encode_event
@@ -203,8 +203,13 @@ class Learning:
         fix = verdict.fix
         if get_ident() in self._busy:
             return  # the frames read while recording: ours, not the program's
-        if (fix is None and not verdict.hidden) or fix == PLANTED_RULES:
-            self._enforcing.refuse_file(report, verdict)  # a rule file: never, even now
+        if (
+            (fix is None and not verdict.hidden)
+            or fix == PLANTED_RULES
+            or (fix is not None and fix.startswith(UNJUDGEABLE))
+        ):
+            # A rule file, or a name nobody can judge: never, even now.
+            self._enforcing.refuse_file(report, verdict)
         if fix is None or (fix.startswith("<") and fix != EXPOSURE_ROOT):
             return  # ignored, unknowable, or a detail of enforcement: no rule to learn
         access = report.access.value

@@ -163,13 +163,20 @@ def ignore_rule(builder: Builder, rule: RawRule) -> None:
     if not pattern or pattern == "/":
         builder.issue(origin, f"'{origin.text}': the pattern is empty")
         return
-    if pattern.startswith("/"):
-        base = None
-    elif "/" in pattern:
-        base = rule.base
-    else:
-        base = None
-    builder.add("ignore", IgnoreRule(pattern, base, origin))
+    if "/" not in pattern:
+        builder.add("ignore", IgnoreRule(pattern, None, origin))  # any path component
+        return
+    # Anchored: judged against real paths, so its directories are resolved as an
+    # exposure's are (a project reached through a "current" link, a linked conf/).
+    written = os.path.normpath(os.path.join(rule.base, pattern))
+    parts = written.strip("/").split("/")
+    fixed = next((i for i, part in enumerate(parts) if any(c in part for c in "*?[")), len(parts))
+    fixed = min(fixed, len(parts) - 1)  # the last name is matched as written
+    directory = "/" + "/".join(parts[:fixed])
+    real = directory if _is_proc_self(directory) else os.path.realpath(directory)
+    if real != directory:
+        builder.add("expose-links", (directory, origin))
+    builder.add("ignore", IgnoreRule("/".join(parts[fixed:]), real, origin))
 
 
 def import_rule(builder: Builder, rule: RawRule) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 
+from pysandboxes._policy.pathnames import within
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
@@ -96,6 +98,78 @@ def compile_ignore(rules: Sequence[IgnoreRule]) -> IgnoreMatcher:
         return None
 
     return match
+
+
+class Below:
+    """Which parts of an anchored pattern (relative to its base) a path below the base
+    has left to match: what a rename of that path could carry out of the pattern.
+
+    The pattern is read one component at a time; ``**`` takes any number of them. A
+    ``**`` inside a component (``a**b``) spans ``/``: then nothing is known (``None``).
+    """
+
+    def __init__(self, pattern: str, base: str) -> None:
+        import re
+
+        self._base = base
+        parts = pattern.split("/")
+        self._known = all(part == "**" or "**" not in part for part in parts)
+        self._parts = [
+            None if part == "**" else re.compile(_translate(part), re.S) for part in parts
+        ]
+        self.start = self._closure({0})
+
+    def _closure(self, states: set[int]) -> frozenset[int]:
+        pending = list(states)
+        while pending:
+            state = pending.pop()
+            if state < len(self._parts) and self._parts[state] is None and state + 1 not in states:
+                states.add(state + 1)
+                pending.append(state + 1)
+        return frozenset(states)
+
+    def after(self, names: Sequence[str]) -> frozenset[int] | None:
+        """The pattern's positions still open after ``names``; empty: nothing below them
+        can match; ``start``: what matches below does not depend on them."""
+        if not self._known:
+            return None
+        states = self.start
+        for name in names:
+            moved: set[int] = set()
+            for state in states:
+                if state >= len(self._parts):
+                    continue
+                part = self._parts[state]
+                if part is None:
+                    moved.add(state)
+                elif part.fullmatch(name):
+                    moved.add(state + 1)
+            states = self._closure(moved)
+            if not states:
+                break
+        return states
+
+    def keeps(self, source: str, target: str) -> bool:
+        """Whether renaming ``source`` to ``target`` leaves every match below it matched.
+
+        A match may depend on the name of any directory on its way (``**/secrets/*.key``
+        hides ``app/secrets/api.key``, not ``app/public/api.key``): true only where
+        nothing below the source can match, or where what matches below depends on no
+        name of the source's path nor the target's (both taken by a leading ``**``). Above
+        the base, the judge refuses the change already (the base is an anchor).
+        """
+        base = self._base
+        if not within(source, base) or source == base:
+            return True
+        states = self.after(source[len(base) :].strip("/").split("/"))
+        if states is not None and not states:
+            return True
+        return (
+            states == self.start
+            and within(target, base)
+            and target != base
+            and self.after(target[len(base) :].strip("/").split("/")) == self.start
+        )
 
 
 def _nothing(path: str, root: str | None) -> IgnoreRule | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from pysandboxes._policy.globs import compile_ignore
+from pysandboxes._policy.globs import Below, compile_ignore
 from pysandboxes._policy.model import Access, Verdict
 from pysandboxes._policy.pathnames import within
 from pysandboxes._policy.registry import SENSITIVE_FUNCTIONS
@@ -65,6 +65,7 @@ class FileJudge:
         self._anchor_parents = frozenset(parent for path in anchors for parent in _ancestors(path))
         self._stable: dict[str, bool] = {}
         self._covering: dict[str, ExposeRule | None] = {}
+        self._below = [(r, Below(r.pattern, r.base)) for r in ignores_list if r.base is not None]
 
     def exposure(self, path: str) -> ExposeRule | None:
         """The most specific exposure covering the normalised absolute ``path``, if any."""
@@ -120,6 +121,11 @@ class FileJudge:
             return None
         parent = self.exposure(path.rpartition("/")[0] or "/")
         return rule if parent is None or not parent.writable else None
+
+    def carries_ignored(self, source: str, target: str) -> IgnoreRule | None:
+        """The ``ignore=`` rule whose matches below ``source`` a rename to ``target``
+        could take out of it, if any (real paths; see ``globs.Below.keeps``)."""
+        return next((r for r, below in self._below if not below.keeps(source, target)), None)
 
     def leads_to_exposure(self, path: str) -> bool:
         """Whether ``path`` is a directory above an exposure (its existence is no secret)."""
@@ -180,6 +186,8 @@ SHARED_MEMORY = "/dev/shm"
 EXPOSURE_ROOT = "<exposure-root>"
 #: ``Verdict.fix`` of a refused removal or rename of a directory narrower rules name.
 HOLDS_RULES = "<holds-rules>"
+#: ``Verdict.fix`` of a name the guard cannot judge, followed by why (fail closed).
+UNJUDGEABLE = "<unjudgeable>"
 
 
 def _anchored(rule: IgnoreRule) -> bool:

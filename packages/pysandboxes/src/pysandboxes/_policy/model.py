@@ -106,10 +106,12 @@ class IgnoreRule:
     """``ignore=``: a gitignore-like pattern that hides paths even inside an exposure.
 
     Attributes:
-        pattern: the pattern as written (``*``, ``?``, ``[...]``, ``**``).
-        base: the directory a pattern containing ``/`` is anchored to (the rule file's
-            directory, or the cwd for ``<arg>``); ``None`` for an absolute pattern or a
-            pattern without ``/`` that matches any path component.
+        pattern: the pattern (``*``, ``?``, ``[...]``, ``**``); for an anchored one, the
+            part below ``base``.
+        base: for a pattern containing ``/``, the real path of the directory it is anchored
+            to: its fixed directories joined to the rule file's directory (or the cwd for
+            ``<arg>``, or ``/``) and resolved, as exposures are; ``None`` for a pattern
+            without ``/``, which matches any path component.
     """
 
     pattern: str

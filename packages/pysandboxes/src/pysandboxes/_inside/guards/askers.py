@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 from opcode import opmap
 
-from pysandboxes._inside.guards.resolvers import RESOLVERS
+from pysandboxes._inside.guards.resolvers import LIBRARY_NAMES, RESOLVERS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,6 +74,23 @@ def bottom_code() -> CodeType:
     return frame.f_code
 
 
+def _chosen_outside(callee: str, name: str, module: str, code: CodeType) -> bool:
+    """Whether a library's ``__import__(name)`` imports a name its code does not fix:
+    neither a constant of the calling function, nor a module of the library's own
+    package (``encodings.<codec>``, ``dbm.dumb``, ``pygments.lexers.python``), nor one it
+    computes itself
+    (``resolvers.LIBRARY_NAMES``). Such a name may come from the program
+    (``dbm._names = ["csv"]``): the import is then judged as its caller's."""
+    if callee != "__import__" or not name:
+        return False
+    if name in code.co_consts:
+        return False
+    package = module.partition(".")[0]
+    if package and (name == package or name.startswith(package + ".")):
+        return False
+    return name not in LIBRARY_NAMES.get(module, ())
+
+
 class ImportAsker:
     """Says whether an import was asked by the program (see the module docstring)."""
 
@@ -102,9 +119,11 @@ class ImportAsker:
         loaded: bool = False,
         program_file: bool = False,
         frameless: bool = False,
+        name: str = "",
     ) -> bool:
         """Whether the import under way at ``frame`` (the innermost frame to consider;
-        ``callee`` is the name of the function it called) is the program's.
+        ``callee`` is the name of the function it called) of module ``name`` (when known)
+        is the program's.
 
         ``loaded``: the module is in ``sys.modules`` already and nothing is loaded. A
         library that called C code importing such a module for itself (``re.sub`` with a
@@ -153,8 +172,13 @@ class ImportAsker:
                 if kind == LIBRARY and (module, code.co_name) in RESOLVERS and not at_import:
                     looking_through = True
                 elif named and not looking_through:
-                    if at_import or kind == LIBRARY:
+                    if at_import:
                         return False  # its own import
+                    if kind == LIBRARY:
+                        package = module or self._installed_package(code.co_filename)
+                        if loaded or not _chosen_outside(callee, name, package, code):
+                            return False  # its own import (or nothing loaded: see above)
+                        looking_through = True  # a name its caller may have chosen
                 elif not named:
                     if loaded and kind == LIBRARY and not looking_through:
                         return False  # C it called wants a module loaded already
@@ -186,6 +210,14 @@ class ImportAsker:
                 return False
             frame = frame.f_back
         return False
+
+    def _installed_package(self, filename: str) -> str:
+        """The top-level package of an installed package's file, by where it lies (its
+        ``__name__`` is the program's to change)."""
+        root = next((r for r in self._libraries if filename.startswith(r)), None)
+        if root is None:
+            return ""
+        return filename[len(root) :].partition("/")[0].removesuffix(".py")
 
     def kind(self, filename: str) -> int:
         """``PROGRAM``, ``LIBRARY``, ``MACHINE`` or ``OWN``."""

@@ -24,6 +24,7 @@ from pysandboxes._inside.guards.codeshapes import (
     written_in_a_file,
 )
 from pysandboxes._inside.guards.importcode import ImportSystemCode, file_name
+from pysandboxes._inside.guards.prompt import PromptInput
 
 # Bound now: a program may replace what the os.path module holds.
 _normpath = os.path.normpath
@@ -121,6 +122,7 @@ class DynamicCodeGuard:
         self._sealed = sealed
         self._served_by = served_by
         self._vouches = vouching(self._own) if vouching is not None else _never
+        self._prompt = PromptInput()  # what fd 0 is now, before any code of the program
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -160,7 +162,11 @@ class DynamicCodeGuard:
         if frame is None:
             # No frame: C called in, for the program (an atexit callback, a thread started
             # on exec). Only the interpreter's own prompt (-i) compiles with no source
-            # object to hand: it parses what is typed itself.
+            # object to hand: it parses what is typed itself, on the original fd 0.
+            if source is None and self._prompt.fed():
+                if not self._allowed:
+                    self._prompt.refuse(self._enforcer, self._rule_file)
+                return True
             return source is not None
         code = frame.f_code
         filename = code.co_filename

@@ -9,9 +9,15 @@ name.
 from __future__ import annotations
 
 from pysandboxes._inside.enforce import FileAccess
-from pysandboxes._inside.guards.pathargs import UNKNOWABLE, exact_path, unix_socket_file
+from pysandboxes._inside.guards.pathargs import (
+    UNKNOWABLE,
+    exact_path,
+    sqlite_file,
+    unix_socket_file,
+)
+from pysandboxes._inside.guards.paths import Unjudgeable
 from pysandboxes._inside.guards.values import plain_int
-from pysandboxes._policy.judge import EXPOSURE_ROOT
+from pysandboxes._policy.judge import EXPOSURE_ROOT, HOLDS_RULES, UNJUDGEABLE
 from pysandboxes._policy.model import Access, Verdict
 
 TYPE_CHECKING = False
@@ -56,6 +62,18 @@ class ChangeEvents:
     def forget(self) -> None:
         raise NotImplementedError
 
+    def unjudgeable(self, named: str, error: Unjudgeable, access: Access, api: str) -> str:
+        """Refuse a name the guard cannot judge (fail closed); the path that failed.
+
+        Where the rules refuse the part that failed anyway (another process's
+        ``/proc/<pid>/root``), that verdict and its message stand; elsewhere the refusal
+        says what could not be judged, which no rule can allow."""
+        verdict = self.judge.judge(error.path, access) if error.path[:1] == "/" else None
+        if verdict is None or verdict.allowed:
+            verdict = Verdict(False, None, hidden=False, fix=UNJUDGEABLE + error.reason)
+        self.enforcer.refuse_file(FileAccess(named, error.path, access, api), verdict)
+        return error.path
+
     def _path(
         self, path: object, access: Access, api: str, dir_fd: object = None, *, follow: bool = True
     ) -> None:
@@ -71,8 +89,12 @@ class ChangeEvents:
             named = exact_path(path)
             if named is not None:
                 dir_fd = descriptor(dir_fd)
-                absolute = self.resolver.absolute(named, dir_fd if type(dir_fd) is int else None)
-                real = self.resolver.real(absolute or named, follow=False)
+                base = dir_fd if type(dir_fd) is int else None
+                try:
+                    absolute = self.resolver.absolute(named, base)
+                    real = self.resolver.real(absolute or named, follow=False)
+                except Unjudgeable:
+                    real = None  # refused already, with the reason
             # A directory that leads to an exposure exists, and the rules say so already:
             # report it as existing, which is what makes os.makedirs(exist_ok=True) work.
             if real is not None and self.judge.leads_to_exposure(real):
@@ -82,8 +104,16 @@ class ChangeEvents:
     def _rename_event(self, args: tuple[Any, ...]) -> None:
         src, dst, src_dir_fd, dst_dir_fd = args
         self.forget()
-        self.check(src, _DELETE, "os.rename", src_dir_fd, follow=False)
-        self._new_name(dst, "os.rename", dst_dir_fd)
+        source = self.check(src, _DELETE, "os.rename", src_dir_fd, follow=False)
+        target = self._new_name(dst, "os.rename", dst_dir_fd)
+        if source is None or target is None:
+            return
+        carried = self.judge.carries_ignored(source, target)
+        if carried is not None:
+            # Renamed, its files would no longer match the pattern: out of ignore=.
+            verdict = Verdict(False, carried.origin, hidden=False, fix=HOLDS_RULES)
+            report = FileAccess(exact_path(src) or source, source, _DELETE, "os.rename")
+            self.enforcer.refuse_file(report, verdict)
 
     def _link_event(self, args: tuple[Any, ...]) -> None:
         src, dst, src_dir_fd, dst_dir_fd = args
@@ -127,11 +157,23 @@ class ChangeEvents:
         if exact_path(args[0]) is not UNKNOWABLE:
             self._path(args[0], _DELETE, "shutil.rmtree", args[1])
 
+    def _sqlite(self, args: tuple[Any, ...]) -> None:
+        try:
+            target = sqlite_file(args)
+        except Unjudgeable as error:
+            self.unjudgeable(error.path, error, _READ, "sqlite3.connect")
+            return
+        self._named(target, "sqlite3.connect")
+
     def _named(self, target: tuple[str, Access] | None, api: str, follow: bool = True) -> None:
         if target is not None:  # a file made by C code (SQLite, _posixshmem)
             self.check(target[0], target[1], api, follow=follow)
 
     def _unix(self, args: tuple[Any, ...], api: str) -> None:
         named = unix_socket_file(args)  # a socket file, which bind makes
-        if named is not None:
+        if named is UNKNOWABLE:
+            shown = f"<{type(args[1]).__name__} object>"
+            report = FileAccess(shown, UNKNOWABLE, _WRITE, api)
+            self.enforcer.refuse_file(report, Verdict(False, None, hidden=True))
+        elif named is not None:
             self.check(named, _WRITE, api)

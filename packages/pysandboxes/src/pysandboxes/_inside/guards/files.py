@@ -13,14 +13,9 @@ import os
 
 from pysandboxes._inside.enforce import FileAccess
 from pysandboxes._inside.guards.filechanges import ChangeEvents, descriptor
-from pysandboxes._inside.guards.listings import LISTED
-from pysandboxes._inside.guards.pathargs import (
-    UNKNOWABLE,
-    exact_path,
-    shm_file,
-    sqlite_file,
-)
-from pysandboxes._inside.guards.paths import is_magic
+from pysandboxes._inside.guards.filelooks import LookEvents
+from pysandboxes._inside.guards.pathargs import UNKNOWABLE, exact_path, shm_file
+from pysandboxes._inside.guards.paths import Unjudgeable, is_magic
 from pysandboxes._inside.guards.pinned import is_pinned
 from pysandboxes._policy.model import Access, Verdict
 
@@ -47,7 +42,7 @@ UNPINNED = "<unpinned>"
 UNSEEN_DIR_FD = "<unseen-dir-fd>"
 
 
-class FileGuard(ChangeEvents):
+class FileGuard(ChangeEvents, LookEvents):
     """Judges file accesses and reports refusals to the enforcer."""
 
     def __init__(
@@ -99,10 +94,11 @@ class FileGuard(ChangeEvents):
             # they refuse early, before a half-done copy or removal.
             "shutil.rmtree": self._rmtree_event,
             "shutil.copyfile": self._copy_event,
-            "sqlite3.connect": lambda a: self._named(sqlite_file(a), "sqlite3.connect"),
+            "sqlite3.connect": self._sqlite,
             "socket.bind": lambda a: self._unix(a, "socket.bind"),
             "socket.connect": lambda a: self._unix(a, "socket.connect"),
             "socket.sendto": lambda a: self._unix(a, "socket.sendto"),
+            "socket.sendmsg": lambda a: self._unix(a, "socket.sendmsg"),
             # Raised by the wrappers of the functions CPython does not audit:
             "pysandboxes.metadata": self._metadata_event,
             "pysandboxes.create": lambda a: self._path(a[1], _CREATE, a[0], a[2], follow=False),
@@ -164,7 +160,10 @@ class FileGuard(ChangeEvents):
                 return None
             dir_fd = descriptor(dir_fd)
             base = dir_fd if type(dir_fd) is int and dir_fd >= 0 else None
-            absolute = self.resolver.absolute(named, base)
+            try:
+                absolute = self.resolver.absolute(named, base)
+            except Unjudgeable as error:
+                return self.unjudgeable(named, error, access, api)
             if absolute is None:
                 absolute = named  # a dir_fd without a path: judged as named, hence hidden
         key = (absolute, access, follow, metadata)
@@ -181,7 +180,10 @@ class FileGuard(ChangeEvents):
             if known is not None:
                 self._skip_later(named, absolute, relative, base, access, follow, metadata)
                 return known
-        real, stable = self._resolve(absolute, follow)
+        try:
+            real, stable = self._resolve(absolute, follow)
+        except Unjudgeable as error:
+            return self.unjudgeable(named, error, access, api)
         if self._learned and (real, access, api) in self._learned:
             if self._learning and len(self._resolved) < 8192:
                 self._resolved[(absolute, follow)] = real
@@ -284,7 +286,11 @@ class FileGuard(ChangeEvents):
     ) -> None:
         """Judge what an open file descriptor really is (after a possible race);
         ``metadata``: a handle (``O_PATH``), which may also lead to an exposure."""
-        real = self.resolver.fd_path(fd)
+        try:
+            real = self.resolver.fd_path(fd)
+        except Unjudgeable as error:
+            self.unjudgeable(named, error, access, api)
+            return
         if real is None or (self._learned and (real, access, api) in self._learned):
             return  # a pipe, socket or anonymous file: not a path; or learned already
         verdict = self.judge.judge(real, access)
@@ -308,54 +314,6 @@ class FileGuard(ChangeEvents):
             return False  # "(unreachable)/...": outside the root
         rule = self.judge.exposure(directory)
         return rule is None or self.judge.stable(rule)
-
-    def _chdir_event(self, args: tuple[Any, ...]) -> None:
-        self.workdir.chdir_event()
-        self.check(args[0], _READ, "os.chdir")
-
-    def _list(self, path: object, api: str) -> None:
-        self.check(path, _READ, api, metadata=self._walkways)
-
-    def _metadata_event(self, args: tuple[Any, ...]) -> None:
-        api, path, dir_fd, follow = args
-        self.check(path, _READ, api, dir_fd, follow=follow is True, metadata=True)
-
-    def _listing_event(self, args: tuple[Any, ...]) -> None:
-        """Remove the hidden entries from a listing, in place (the list is the wrapper's)."""
-        path, names = args
-        if type(names) is not list or not self.enforcer.hides_entries:
-            return
-        if type(path) is int:
-            base = self.resolver.fd_path(path)
-        else:
-            # Judged already by the listing's own event: a cached answer, usually.
-            base = self.check("." if path is None else path, _READ, "os.listdir", metadata=True)
-        if base is None:
-            return
-        judge = self.judge
-        if base in self._exposed_dirs or (
-            not judge.has_ignores and judge.judge(base, _READ).allowed
-        ):
-            # Every entry of an exposed directory is exposed by the same rule. The rules
-            # alone decide this, and they do not change: kept for good, by real path.
-            if len(self._exposed_dirs) >= 4096:
-                self._exposed_dirs.clear()
-            self._exposed_dirs.add(base)
-            seen = self.workdir.seen
-            if type(path) is str and (path, True) in seen.names:
-                # The name was judged in a stable part: it will lead here again, and the
-                # wrapper may skip this look (in the same Seen: a chdir makes a new one).
-                seen.names.add((path, LISTED))
-            return
-        prefix = base.rstrip("/")
-        entries: list[object] = names  # type: ignore[assignment]
-        kept: list[object] = []
-        for name in entries:
-            if type(name) is str or type(name) is bytes:
-                real = f"{prefix}/{os.fsdecode(name)}"  # type: ignore[arg-type]
-                if judge.judge(real, _READ).allowed or judge.leads_to_exposure(real):
-                    kept.append(name)
-        entries[:] = kept
 
     def _opened_event(self, args: tuple[Any, ...]) -> None:
         """Judge what ``open`` really opened: the kernel's answer, after any race.

@@ -37,6 +37,7 @@ from pysandboxes._inside.guards.askers import OWN_DIRS, STARTED_EVENT, ImportAsk
 from pysandboxes._inside.guards.audit import current_frame
 from pysandboxes._inside.guards.importdoors import finder as make_finder
 from pysandboxes._inside.guards.importdoors import gcd_wrapper, import_wrapper
+from pysandboxes._inside.guards.paths import Unjudgeable
 from pysandboxes._inside.guards.values import plain_str
 
 TYPE_CHECKING = False
@@ -193,7 +194,7 @@ class ImportGuard:
             return  # learning: recorded already
         loaded = door != "find" and name in sys.modules
         frameless = loaded and name in _PROMPT_IMPORTS
-        asked = self._asked_by_program(loaded=loaded, frameless=frameless)
+        asked = self._asked_by_program(loaded=loaded, frameless=frameless, name=name)
         if not top or self._allows(name) or not asked:
             return
         if door == "find":
@@ -317,7 +318,7 @@ class ImportGuard:
             return self._module_under_root(path)
         try:
             real = self._realpath(path)
-        except (OSError, ValueError):  # an unreadable path: C fails to open it as well
+        except (OSError, ValueError, Unjudgeable):  # unreadable: C fails to open it too
             real = path
         found = self._module_under_root(real)
         return found if found is not None else self._module_under_root(os.path.normpath(path))
@@ -356,10 +357,11 @@ class ImportGuard:
         loaded: bool = False,
         program_file: bool = False,
         frameless: bool = False,
+        name: str = "",
     ) -> bool:
         """Whether the program asked (``askers``); from here, or from ``frame``."""
         start = current_frame() if frame is None else frame
         asker = self._asker
         return asker.asked_by_program(
-            start, callee, loaded=loaded, program_file=program_file, frameless=frameless
+            start, callee, loaded=loaded, program_file=program_file, frameless=frameless, name=name
         )

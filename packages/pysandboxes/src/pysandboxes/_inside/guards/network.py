@@ -18,7 +18,7 @@ from _socket import socket as _raw_socket
 
 from pysandboxes._inside.enforce import Connection
 from pysandboxes._inside.guards.dnspins import PINNED_EVENT
-from pysandboxes._inside.guards.values import plain_int, plain_str
+from pysandboxes._inside.guards.values import plain_int, plain_str, unix_address
 from pysandboxes._policy import netaddr  # bound now: hidden with the guards' modules
 
 TYPE_CHECKING = False
@@ -141,13 +141,14 @@ class NetworkGuard:
             return
         family = _FAMILY.__get__(sock)
         if family == _socket.AF_UNIX:
-            name = _text(address)
-            if name is not None and name.startswith("\0"):
+            raw = unix_address(address) if address is not None else None
+            if raw is not None and raw[:1] == b"\0":
+                name = raw.decode("latin-1")
                 message = (
                     f"The {what} the abstract socket {name[1:]!r} is refused: no rule names it."
                 )
                 self._refuse(message, name, None)
-            return  # a path: the file guard judges it
+            return  # a path, or an unknowable address: the file guard judges it
         if family not in _INET or not issubclass(type(address), tuple):
             return
         # What C reads: the tuple's own items, whatever a subclass says of itself.

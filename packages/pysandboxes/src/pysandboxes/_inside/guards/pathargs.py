@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import os
 import pathlib
+import sys
 
-from pysandboxes._inside.guards.values import plain_path_text
+from pysandboxes._inside.guards.paths import Unjudgeable
+from pysandboxes._inside.guards.values import plain_path_text, unix_address
 from pysandboxes._policy.model import Access
+
+_ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 #: A path the guard cannot know without running the program's code: always refused.
 UNKNOWABLE = "\0unknowable path object"
@@ -64,21 +68,30 @@ def _pathlib_untouched() -> bool:
     )
 
 
-def _unquote(text: str) -> str:
-    """Percent-decoding as sqlite does it for URI paths and parameters."""
+_HEX = frozenset(b"0123456789abcdefABCDEF")
+
+
+def _unquote(text: str, uri: str) -> str:
+    """Percent-decoding as SQLite does it for URI paths and parameters
+    (``sqlite3ParseUri``): ``%`` and exactly two hex digits (``int(x, 16)`` would also take
+    ``+f`` or `` f``). Any other ``%``, which SQLite keeps as written, and ``%00``, after
+    which it drops the rest of the part, raise ``Unjudgeable``: a name spelled so that two
+    decoders could disagree is refused, not guessed."""
     if "%" not in text:
         return text
     out = bytearray()
     data = text.encode("utf-8", "surrogateescape")
     i = 0
     while i < len(data):
-        if data[i] == 0x25 and i + 2 < len(data):
-            try:
-                out.append(int(data[i + 1 : i + 3], 16))
-                i += 3
-                continue
-            except ValueError:
-                pass
+        if data[i] == 0x25:
+            if i + 2 >= len(data) or not {data[i + 1], data[i + 2]} <= _HEX:
+                raise Unjudgeable(uri, f"in '{uri}', a '%' not followed by two hex digits")
+            octet = int(data[i + 1 : i + 3], 16)
+            if octet == 0:
+                raise Unjudgeable(uri, f"in '{uri}', a '%00', which cuts the name short")
+            out.append(octet)
+            i += 3
+            continue
         out.append(data[i])
         i += 1
     return out.decode("utf-8", "surrogateescape")
@@ -88,8 +101,9 @@ def sqlite_uri(uri: str) -> tuple[str, Access] | None:
     """The file a ``file:`` URI opens, and how; ``None`` for an in-memory database.
 
     Follows sqlite's rules: ``file:path``, ``file:///path`` and ``file://localhost/path``,
-    a ``#fragment`` ignored, percent-encoding decoded, and ``mode=`` parameters: the
-    database is opened read-only only if every ``mode`` says ``ro``.
+    a ``#fragment`` ignored, percent-encoding decoded (a malformed escape raises
+    ``Unjudgeable``), and ``mode=`` parameters: the database is opened read-only only if
+    every ``mode`` says ``ro``.
     """
     rest = uri[5:].partition("#")[0]
     location, _, query = rest.partition("?")
@@ -97,13 +111,13 @@ def sqlite_uri(uri: str) -> tuple[str, Access] | None:
         authority, _, path = location[2:].partition("/")
         location = "/" + path if authority in ("", "localhost") else location
     modes = [
-        _unquote(value)
+        _unquote(value, uri)
         for key, _, value in (item.partition("=") for item in query.split("&"))
-        if _unquote(key) == "mode"
+        if _unquote(key, uri) == "mode"
     ]
     if modes and all(mode == "memory" for mode in modes):
         return None
-    location = _unquote(location) or ":memory:"
+    location = _unquote(location, uri) or ":memory:"
     if location == ":memory:":
         return None
     access = Access.READ if modes and all(mode == "ro" for mode in modes) else Access.WRITE
@@ -141,12 +155,18 @@ def shm_file(args: tuple[object, ...]) -> tuple[str, Access] | None:
 
 
 def unix_socket_file(args: tuple[object, ...]) -> str | None:
-    """The socket file a ``socket.bind``, ``connect`` or ``sendto`` event names; ``None``
-    for an IP or abstract address (the network guard judges those)."""
+    """The socket file a ``socket.bind``, ``connect``, ``sendto`` or ``sendmsg`` event
+    names; ``None`` for an IP or abstract address (the network guard judges those);
+    ``UNKNOWABLE`` for an address whose bytes cannot be read without the program's code.
+
+    The kernel reads a path's ``sun_path`` up to its first NUL, so the name judged does
+    too."""
     address = args[1] if len(args) > 1 else None
-    if type(address) is tuple or address is None:
+    if address is None or issubclass(type(address), tuple):
         return None
-    named = exact_path(bytes(address) if type(address) is bytearray else address)  # type: ignore[arg-type]
-    if named is None or named.startswith("\0"):
-        return None
-    return named
+    raw = unix_address(address)
+    if raw is None:
+        return UNKNOWABLE
+    if raw[:1] in (b"", b"\0"):
+        return None  # abstract, or an automatic abstract name (bind to "")
+    return raw.partition(b"\0")[0].decode(_ENCODING, _ERRORS)

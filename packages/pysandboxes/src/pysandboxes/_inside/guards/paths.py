@@ -6,10 +6,15 @@ each directory is cached; every operation of this process that can change what a
 directory name means (rename, rmdir, unlink, symlink; keys are absolute) clears the
 cache. Relative names start from the working directory ``workdir`` keeps. Opens are
 re-checked on the file descriptor itself (``/proc/self/fd``), which no rename can fool.
+
+Only "no such name" (``ENOENT``, ``ENOTDIR``) lets the rest of a path be judged as
+named; any other error (``ENAMETOOLONG``, ``ELOOP``, ``EACCES``...) means the guard does
+not know what the kernel will reach, and raises ``Unjudgeable``: the access is refused.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -25,6 +30,29 @@ PathArg = str | bytes | int
 _FD_LINK = "/proc/self/fd/{}"
 _CACHE_LIMIT = 4096
 _MAX_LINKS = 40
+_MISSING = frozenset({errno.ENOENT, errno.ENOTDIR})
+
+
+class Unjudgeable(Exception):
+    """A name the guard cannot judge: what the kernel would reach is unknown. Refused.
+
+    Attributes:
+        path: the name whose resolution failed.
+        reason: why, for the refusal message.
+    """
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason)
+        self.path = path
+        self.reason = reason
+
+
+def _missing(error: OSError, path: str) -> None:
+    """Return if ``error`` says ``path`` does not exist; raise ``Unjudgeable`` otherwise."""
+    if error.errno in _MISSING:
+        return
+    name = errno.errorcode.get(error.errno or 0, "an error")
+    raise Unjudgeable(path, f"'{path}' gave {name} ({error.strerror})") from None
 
 
 def is_magic(path: str) -> bool:
@@ -62,7 +90,8 @@ class Resolver:
                 return known
         try:
             result = stat.S_ISLNK(self._lstat(path).st_mode)
-        except OSError:
+        except OSError as error:
+            _missing(error, path)
             result = False  # does not exist (yet): judged as named
         if cache:
             if len(self._links) >= _CACHE_LIMIT:
@@ -78,7 +107,11 @@ class Resolver:
         """The path the kernel holds for an open file descriptor, if it has one."""
         try:
             target = self._readlink(_FD_LINK.format(fd))
-        except OSError:
+        except OSError as error:
+            if error.errno in (errno.ENOENT, errno.EBADF):
+                return None  # not open: the call fails with EBADF itself
+            # ENAMETOOLONG: a path the kernel cannot even write out; refused, not skipped
+            _missing(error, _FD_LINK.format(fd))
             return None
         return self._self_proc(target) if target.startswith("/") else None
 
@@ -125,7 +158,8 @@ class Resolver:
             return candidate
         try:
             mode = self._lstat(candidate).st_mode
-        except OSError:
+        except OSError as error:
+            _missing(error, candidate)
             return candidate  # does not exist (yet): judged as named
         if stat.S_ISLNK(mode):
             return self.realpath(candidate)
@@ -165,7 +199,8 @@ class Resolver:
                 continue
             try:
                 mode = self._lstat(candidate).st_mode
-            except OSError:
+            except OSError as error:
+                _missing(error, candidate)
                 missing = True  # the rest is judged as named, like realpath(strict=False)
                 resolved = candidate
                 continue
@@ -174,12 +209,15 @@ class Resolver:
                 continue
             links += 1
             if links > _MAX_LINKS:
-                return candidate  # a loop: the kernel will refuse it with ELOOP
+                raise Unjudgeable(
+                    candidate, f"'{path}' leads through more than {_MAX_LINKS} links (ELOOP)"
+                )
             try:
                 target = self._readlink(candidate)
-            except OSError:
+            except OSError as error:
                 # A link the kernel will not show (another process's /proc/<pid>/root under
-                # Landlock) leads nowhere this process may go: judged as named.
+                # Landlock): where it leads is unknown, so it is refused.
+                _missing(error, candidate)
                 missing = True
                 resolved = candidate
                 continue

@@ -7,6 +7,8 @@ their frames. Each entry is ``(module, function name)``.
 
 from __future__ import annotations
 
+import sys
+
 #: Standard-library functions that import a module named by their caller.
 RESOLVERS = frozenset(
     {
@@ -83,3 +85,16 @@ RESOLVERS = frozenset(
         ("pydoc", "run"),
     }
 )
+
+
+def _sysconfigdata() -> str:
+    """The module sysconfig imports for the build's variables, as it names it when the
+    environment does not (``_PYTHON_SYSCONFIGDATA_NAME``, which the program may set)."""
+    multiarch = getattr(sys.implementation, "_multiarch", "")
+    return f"_sysconfigdata_{sys.abiflags}_{sys.platform}_{multiarch}"
+
+
+#: Modules a standard-library module imports with ``__import__`` by a name it computes
+#: itself (not a constant of its code, not of its own package): its own import when the
+#: name is this one, the caller's otherwise.
+LIBRARY_NAMES: dict[str, frozenset[str]] = {"sysconfig": frozenset({_sysconfigdata()})}

@@ -10,6 +10,12 @@ the copy is made.
 from __future__ import annotations
 
 import sys
+from types import MethodDescriptorType, ModuleType
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
 
 # Read now: os.fsdecode looks os.fspath up when called, and the program may replace it.
 _ENCODING, _ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
@@ -53,3 +59,64 @@ def plain_path_text(value: object) -> str | None:
         return text
     raw = plain_bytes(value)
     return None if raw is None else raw.decode(_ENCODING, _ERRORS)
+
+
+def unix_address(value: object) -> bytes | None:
+    """The bytes an AF_UNIX address puts in ``sun_path``, read as C reads them, or ``None``
+    when they cannot be known without running the program's code.
+
+    CPython takes a ``str`` (encoded as the file system does) or any buffer (``bytes``,
+    ``bytearray``, ``memoryview``, ``array.array``...), read through the buffer protocol.
+    Those types are read with their own C methods; a subclass that defines ``__buffer__``
+    and any other buffer type (``mmap``, ctypes arrays...) could answer the guard
+    differently than it answered ``connect``.
+    """
+    kind = type(value)
+    text = plain_str(value)
+    if text is not None:
+        return text.encode(_ENCODING, _ERRORS)
+    try:
+        if kind is memoryview:
+            return memoryview.tobytes(value)  # type: ignore[arg-type]
+        for base, read in _BUFFERS:
+            if issubclass(kind, base):
+                return read(value) if _own_buffer(kind, base) else None
+        klass = _array_class()
+        if klass is not None and kind is klass:
+            return vars(klass)["tobytes"](value)  # type: ignore[no-any-return]
+    except (ValueError, TypeError):
+        return None  # released, or not a buffer C accepted
+    return None
+
+
+_BUFFERS: tuple[tuple[type, Callable[[Any], bytes]], ...] = (
+    (bytes, lambda value: bytes.__add__(b"", value)),
+    (bytearray, lambda value: bytes(bytearray.copy(value))),
+)
+_MRO = vars(type)["__mro__"]
+
+
+def _own_buffer(kind: type, base: type) -> bool:
+    """Whether ``kind`` (a subclass of ``base``) gives C its base's buffer."""
+    for klass in _MRO.__get__(kind):
+        if klass is base:
+            return True
+        if "__buffer__" in vars(klass):
+            return False
+    return False
+
+
+def _array_class() -> type | None:
+    """The real ``array.array``, if the program imported it (an array exists only then):
+    looked up without importing array at start, and without running the program's code
+    (a class of the program's that merely looks like it has no C ``tobytes`` of its own)."""
+    module = sys.modules.get("array")
+    if type(module) is not ModuleType:
+        return None
+    klass = vars(module).get("array")
+    if type(klass) is not type:
+        return None
+    method = vars(klass).get("tobytes")
+    if type(method) is not MethodDescriptorType or method.__objclass__ is not klass:
+        return None
+    return klass
