@@ -77,6 +77,10 @@ class DescriptorPump:
             os.close(write_end)
             os.set_blocking(read_end, False)
             self._pipes[read_end] = kind
+        # One look at both pipes per drain (a call's end): two failed reads cost more.
+        self._pending = select.poll()
+        for fd in self._pipes:
+            self._pending.register(fd, select.POLLIN)
 
     def start(self) -> threading.Thread:
         thread = threading.Thread(target=self._pump, name="pysandboxes-output", daemon=True)
@@ -94,6 +98,8 @@ class DescriptorPump:
     def drain(self) -> None:
         """Send what the pipes hold now (called before a call's result is sent)."""
         with self._lock:
+            if not self._pending.poll(0):
+                return
             running = self.running
             call = next(iter(running)) if len(running) == 1 else 0
             for fd, kind in self._pipes.items():
