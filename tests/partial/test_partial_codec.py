@@ -146,17 +146,19 @@ def test_a_stream_cut_short_is_refused(value: object, data: st.DataObject) -> No
 @given(st.binary(min_size=13, max_size=64), st.integers(0, 64))
 def test_malformed_frames_are_read_or_dropped_never_fatal(header: bytes, limit: int) -> None:
     ours, theirs = socket.socketpair()
+    reader = frames.Reader(ours)
     try:
         theirs.sendall(header)
         theirs.close()
         while True:
-            frame = frames.receive(ours, limit)
+            frame = reader.receive(limit)
             if frame is None:
                 break
             kind, _, payload = frame
             assert 0 <= kind <= 255
             assert payload is None or len(payload) <= limit
     finally:
+        reader.close()
         ours.close()
 
 

@@ -186,9 +186,10 @@ class Child:
                 self.tail.add(chunk)
 
     def _read(self) -> None:
+        reader = frames.Reader(self.sock)
         try:
             while True:
-                frame = frames.receive(self.sock, self.result_limit)
+                frame = reader.receive(self.result_limit)
                 if frame is None:
                     break
                 kind, call_id, payload = frame
@@ -214,6 +215,7 @@ class Child:
                 waiter.put((kind, payload))
         except OSError as exc:
             self.tail.add(f"\n{exc}\n".encode())
+        reader.close()
         self._untagged.close()
         self._end()
 

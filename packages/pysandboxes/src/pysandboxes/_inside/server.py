@@ -126,9 +126,10 @@ class Server:
         """Read calls until the trusted side closes the connection, then return (and
         end the process shortly after, whatever the calls still running do)."""
         self.send(frames.READY, 0)
+        reader = frames.Reader(self.sock)
         while True:
             try:
-                frame = frames.receive(self.sock, _LIMIT)
+                frame = reader.receive(_LIMIT)
             except OSError:
                 frame = None
             if frame is None:

@@ -13,6 +13,7 @@ import struct
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import io
     import socket
 
 HEADER = struct.Struct("<IQB")
@@ -56,40 +57,37 @@ def send(sock: socket.socket, kind: int, call_id: int, payload: bytes = b"") -> 
         sock.sendall(payload)
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytearray | None:
-    buffer = bytearray(size)
-    view = memoryview(buffer)
-    got = 0
-    while got < size:
-        count = sock.recv_into(view[got:], size - got)
-        if count == 0:
+class Reader:
+    """The frames of one connection, read through a buffer: a frame that fits in it
+    takes one ``recv``, header and payload together (the same for frames sent in a row)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._file: io.BufferedReader = sock.makefile("rb", buffering=1 << 16)  # type: ignore[assignment]
+
+    def receive(self, limit: int) -> tuple[int, int, bytearray | None] | None:
+        """The next frame as ``(kind, call_id, payload)``, or ``None`` at the end of the
+        connection. A payload over ``limit`` bytes is read and dropped: it comes as
+        ``None`` (its call fails, the connection goes on).
+
+        Raises:
+            OSError: the connection failed.
+        """
+        read = self._file.read
+        header = read(HEADER.size)
+        if len(header) < HEADER.size:
             return None
-        got += count
-    return buffer
+        size, call_id, kind = HEADER.unpack(header)
+        if size > limit:
+            while size > 0:  # dropped as it comes: never held whole
+                chunk = read(min(size, 1 << 20))
+                if not chunk:
+                    return None
+                size -= len(chunk)
+            return kind, call_id, None
+        payload = bytearray(size)
+        if size and self._file.readinto(payload) < size:
+            return None
+        return kind, call_id, payload
 
-
-def receive(sock: socket.socket, limit: int) -> tuple[int, int, bytearray | None] | None:
-    """The next frame as ``(kind, call_id, payload)``, or ``None`` at the end of the
-    connection. A payload over ``limit`` bytes is read and dropped: it comes as ``None``
-    (its call fails, the connection goes on).
-
-    Raises:
-        OSError: the connection failed.
-    """
-    header = _read_exactly(sock, HEADER.size)
-    if header is None:
-        return None
-    size, call_id, kind = HEADER.unpack(header)
-    if size > limit:
-        while size > 0:  # dropped as it comes: never held whole
-            chunk = sock.recv(min(size, 1 << 20))
-            if not chunk:
-                return None
-            size -= len(chunk)
-        return kind, call_id, None
-    if size == 0:
-        return kind, call_id, bytearray()
-    payload = _read_exactly(sock, size)
-    if payload is None:
-        return None
-    return kind, call_id, payload
+    def close(self) -> None:
+        self._file.close()
