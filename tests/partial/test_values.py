@@ -181,3 +181,24 @@ def test_learning_gives_the_same_values_and_learns_no_decoding(tmp_path: Path) -
     text = learned.read_text() if learned.exists() else ""
     assert "pickle" not in text
     assert "deserialization" not in text
+
+
+def test_the_decoding_of_arguments_is_not_the_functions_deserialization(tmp_path: Path) -> None:
+    import json
+    import pickle
+
+    from pysandboxes import RuleApiPermissionError
+
+    rules = tmp_path / "rules"
+    rules.write_text(RULES + "python-import=pickle\n")
+    log = tmp_path / "audit.jsonl"
+    payload = pickle.dumps(Path("x"))
+    with sandboxes(sandboxes_config=rules, audit_log=str(log)):
+        # Arguments that name classes cross with no deserialization rule...
+        assert same(Path("x"), valuetools.echo(Path("x")))
+        # ...while the function's own pickle.loads is refused, as the rules say.
+        with pytest.raises(RuleApiPermissionError, match="deserialization"):
+            valuetools.unpickle(payload)
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    pickled = [e for e in entries if "pickle" in json.dumps(e)]
+    assert len(pickled) == 1, pickled  # the function's call, and nothing of the framework's

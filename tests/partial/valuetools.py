@@ -101,6 +101,14 @@ def fail(kind: str) -> None:
 
 
 @sandbox
+def unpickle(data: bytes) -> object:
+    """The function's own pickle.loads: judged by the rules (deserialization)."""
+    import pickle
+
+    return pickle.loads(data)
+
+
+@sandbox
 def talk(tag: str, lines: int) -> str:
     for number in range(lines):
         print(f"{tag} line {number}")
