@@ -192,3 +192,24 @@ def test_a_grant_never_honoured_here_is_named_at_start_up(sb: Runner, project: P
     walk = "'__subclasses__' in 'eval-magic=__class__, __subclasses__' is never allowed here"
     assert f".py-sandboxes(2): {walk}" in result.stderr
     assert ".py-sandboxes(3): 'f_back' in 'eval-attribute=f_back' is never allowed" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("source", "mode"),
+    [
+        ("[*range(10**5)]", "eval"),
+        ("{*range(10**5)}", "eval"),
+        ("(*range(10**5),)", "eval"),
+        ("max(*range(10**5))", "eval"),
+        ("first, *rest = range(10**5)", "exec"),
+    ],
+)
+def test_an_unpacking_run_in_c_is_metered(source: str, mode: str) -> None:
+    # Plain CPython unpacks in one C loop: [*range(10**12)] would fill the memory first.
+    plain: dict[str, object] = {}
+    assert (eval if mode == "eval" else exec)(source, plain) is not None or "rest" in plain
+    rules = "eval-syntax=subscript, arith, assign\neval-call=max, range\neval-max-iterations=1000"
+    with pytest.raises(EvalInterrupted) as stop:
+        guarded_eval(source, mode=mode, rules=rules)
+    assert stop.value.reason == "eval-max-iterations=1000"
+    assert guarded_eval("[*range(3)]", rules=rules) == [0, 1, 2]

@@ -2,7 +2,8 @@
 
 Calls go through ``__sb_call`` (call depth, iteration of what builtins consume, the
 arguments of the builtins that reach attributes or format fields); ``for`` loops and
-comprehensions iterate through ``__sb_iter``; ``while`` bodies tick ``__sb_tick``; the
+comprehensions iterate through ``__sb_iter``, and so do the unpackings CPython runs in C
+(``[*x]``, ``f(*x)``, ``a, *b = x``); ``while`` bodies tick ``__sb_tick``; the
 operators that can build huge values (``**``, ``*``, ``<<``, ``%``) go through
 ``__sb_binop``, which refuses a result too large before CPython computes it; a
 formatted value with a format spec goes through ``__sb_format``. The checker refuses any
@@ -64,6 +65,18 @@ class _Rewriter(ast.NodeTransformer):
         node.iter = _call("iter", node.iter, [node.iter])
         return node
 
+    def visit_Starred(self, node: ast.Starred) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):  # [*x], {*x}, (*x,), f(*x): a loop in C
+            node.value = _call("iter", node.value, [node.value])
+        return node
+
+    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+        self.generic_visit(node)
+        if any(_starred(target) for target in node.targets):  # a, *b = x: a loop in C
+            node.value = _call("iter", node.value, [node.value])
+        return node
+
     def visit_While(self, node: ast.While) -> ast.AST:
         self.generic_visit(node)
         tick = ast.copy_location(ast.Expr(_call("tick", node, [])), node)
@@ -80,6 +93,12 @@ class _Rewriter(ast.NodeTransformer):
         node.conversion = -1
         node.format_spec = None
         return node
+
+
+def _starred(target: ast.AST) -> bool:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(isinstance(e, ast.Starred) for e in target.elts)
+    return False
 
 
 def rewrite(tree: ast.AST) -> ast.AST:
