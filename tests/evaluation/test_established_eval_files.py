@@ -202,13 +202,16 @@ def test_a_grant_never_honoured_here_is_named_at_start_up(sb: Runner, project: P
         ("(*range(10**5),)", "eval"),
         ("max(*range(10**5))", "eval"),
         ("first, *rest = range(10**5)", "exec"),
+        ("for first, *rest in [range(10**5)]:\n    pass", "exec"),
+        ("[len(rest) for first, *rest in [range(10**5)]]", "eval"),
     ],
 )
 def test_an_unpacking_run_in_c_is_metered(source: str, mode: str) -> None:
     # Plain CPython unpacks in one C loop: [*range(10**12)] would fill the memory first.
     plain: dict[str, object] = {}
     assert (eval if mode == "eval" else exec)(source, plain) is not None or "rest" in plain
-    rules = "eval-syntax=subscript, arith, assign\neval-call=max, range\neval-max-iterations=1000"
+    rules = "eval-syntax=subscript, arith, assign, loop, comprehension\neval-call=max, range, len"
+    rules += "\neval-max-iterations=1000"
     with pytest.raises(EvalInterrupted) as stop:
         guarded_eval(source, mode=mode, rules=rules)
     assert stop.value.reason == "eval-max-iterations=1000"

@@ -95,6 +95,7 @@ class Run:
         return {
             "__sb_call": self.call,
             "__sb_iter": self.iterate,
+            "__sb_items": self.items,
             "__sb_tick": self.tick,
             "__sb_binop": self.binop,
             "__sb_format": self.format,
@@ -120,6 +121,10 @@ class Run:
 
     def iterate(self, iterable: object) -> _Metered:
         return _Metered(self, iterable)
+
+    def items(self, iterable: object) -> Iterator[_Metered]:
+        """``iterable`` metered, each item metered too (it is unpacked by a starred target)."""
+        return (_Metered(self, item) for item in _Metered(self, iterable))
 
     def call(self, function: Any, /, *args: Any, **kwargs: Any) -> Any:
         self.tick()

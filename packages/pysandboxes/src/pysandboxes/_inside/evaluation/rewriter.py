@@ -55,14 +55,14 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_For(self, node: ast.For) -> ast.AST:
         self.generic_visit(node)
-        node.iter = _call("iter", node.iter, [node.iter])
+        node.iter = _call(_iterator(node.target), node.iter, [node.iter])
         return node
 
     visit_AsyncFor = visit_For  # type: ignore[assignment]
 
     def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
         self.generic_visit(node)
-        node.iter = _call("iter", node.iter, [node.iter])
+        node.iter = _call(_iterator(node.target), node.iter, [node.iter])
         return node
 
     def visit_Starred(self, node: ast.Starred) -> ast.AST:
@@ -93,6 +93,11 @@ class _Rewriter(ast.NodeTransformer):
         node.conversion = -1
         node.format_spec = None
         return node
+
+
+def _iterator(target: ast.AST) -> str:
+    """``for a, *b in x``: each item is unpacked in C too, so each is metered."""
+    return "items" if _starred(target) else "iter"
 
 
 def _starred(target: ast.AST) -> bool:
