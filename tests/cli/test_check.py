@@ -114,3 +114,9 @@ def test_check_runs_no_program(sb: Runner, project: Path) -> None:
     result = sb("--check", "app.py")
     assert result.returncode == 0, result.stderr
     assert not (project / "ran").exists()
+
+
+def test_check_without_a_rule_file_says_there_is_none(sb: Runner, project: Path) -> None:
+    result = sb("--check")
+    assert result.returncode == 0
+    assert result.stdout.startswith("python-sb: no rule file here to check")

@@ -117,3 +117,23 @@ def test_explain_of_a_malformed_resource_is_a_usage_error(sb: Runner, rules: Pat
     result = sb("--explain", "net:nowhere")
     assert result.returncode == 2
     assert "expected net:HOST:PORT" in result.stderr
+
+
+def test_explain_without_a_rule_file_says_a_run_would_offer_to_learn(
+    sb: Runner, project: Path
+) -> None:
+    result = sb("--explain", "import:json")
+    assert result.returncode == 1, result.stderr
+    assert "  would allow it: python-import=json" in result.stdout
+    assert "  note: no rule file: a run would ask at a terminal whether to learn" in result.stdout
+
+
+def test_explain_of_a_refused_port_names_the_kernel_layer_of_the_net_lines(
+    sb: Runner, rules: Path
+) -> None:
+    shown = sb("--show-layers")
+    net_row = next(line for line in shown.stdout.splitlines() if "net=ALLOW" in line)
+    kernel = net_row.split("\t")[3]
+    result = sb("--explain", "net:127.0.0.1:22")
+    assert result.returncode == 1
+    assert f"kernel layer: {kernel if kernel != '-' else 'none'}" in result.stdout

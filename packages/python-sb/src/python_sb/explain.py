@@ -68,6 +68,9 @@ def check(invocation: Invocation) -> int:
     warnings = [*policy.warnings, *lint(policy, os.environ.get("HOME", ""))]
     for warning in warnings:
         print(f"{warning}", file=sys.stderr)
+    if found.path is None and not invocation.rules:
+        print("python-sb: no rule file here to check (python-sb --template prints one)")
+        return 0
     where = found.path or "the rules given"
     count = f"{len(warnings)} warning(s)" if warnings else "no warning"
     print(f"python-sb: {os.path.relpath(where) if found.path else where}: {count}")

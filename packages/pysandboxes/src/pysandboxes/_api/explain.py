@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 KINDS = ("env", "net", "import", "api", "eval")
 #: For a refusal no line decides: the standing row of the layer report that enforces it.
 _STANDING = {"net": "no net= rule allows anything", "call": "no program may be started"}
+_KEYS = {"file": "expose-", "net": "net=", "import": "python-import=", "call": "python-api="}
 _ONLY = {
     "env": "the sandbox is started without the variable",
     "import": "imports are enforced by the Python layer only",
@@ -111,10 +112,13 @@ def _verdict(
     row = next((r for r in report.rows if place is not None and r.place == place), None)
     if row is None and kind in _STANDING:
         row = next((r for r in report.rows if r.rule == _STANDING[kind]), None)
-    if row is None and kind == "file":
-        row = next((r for r in report.rows if r.rule.startswith("expose-")), None)
+    if row is None:  # a line of the same kind says which layers hold that kind here
+        key = _KEYS.get(kind, "")
+        row = next((r for r in report.rows if key and r.rule.startswith(key)), None)
     if row is not None:
         return Verdict(what, allowed, decided, fix, row.python, row.kernel, row.note)
+    if report.source == "no rule file":  # a run would offer to learn: say so
+        return Verdict(what, allowed, decided, fix, "", "", report.detail)
     python = "" if report.provider == "none" else "Python"
     if kind == "env":
         python = "environment filter"
