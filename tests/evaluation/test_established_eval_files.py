@@ -204,6 +204,9 @@ def test_a_grant_never_honoured_here_is_named_at_start_up(sb: Runner, project: P
         ("first, *rest = range(10**5)", "exec"),
         ("for first, *rest in [range(10**5)]:\n    pass", "exec"),
         ("[len(rest) for first, *rest in [range(10**5)]]", "eval"),
+        ("(first, *rest), last = range(10**5), 1", "exec"),
+        ("x, (y, (first, *rest)) = 1, (2, range(10**5))", "exec"),
+        ("for (first, *rest), last in [(range(10**5), 1)]:\n    pass", "exec"),
     ],
 )
 def test_an_unpacking_run_in_c_is_metered(source: str, mode: str) -> None:
@@ -216,3 +219,20 @@ def test_an_unpacking_run_in_c_is_metered(source: str, mode: str) -> None:
         guarded_eval(source, mode=mode, rules=rules)
     assert stop.value.reason == "eval-max-iterations=1000"
     assert guarded_eval("[*range(3)]", rules=rules) == [0, 1, 2]
+
+
+def test_a_nested_starred_target_unpacks_as_plain_python_does() -> None:
+    source = (
+        "(a, *b), c = range(5), 1\n"
+        "x, (y, (z, *w)) = 1, (2, (3, range(4)))\n"
+        "for (p, *q), r in [([1, 2, 3], 4)]:\n"
+        "    t = q\n"
+        "[m, *(n, *o)] = range(6)\n"
+        "out.append((a, b, c, x, y, z, w, p, q, r, m, n, o))"
+    )
+    rules = "eval-syntax=subscript, assign, loop\neval-call=range\neval-attribute=append"
+    guarded: list[object] = []
+    guarded_eval(source, mode="exec", rules=rules, names={"out": guarded})
+    plain: list[object] = []
+    exec(source, {"out": plain})
+    assert guarded == plain

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import ast
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 _RISKY: dict[type[ast.operator], str] = {
     ast.Pow: "**",
     ast.Mult: "*",
@@ -31,6 +35,30 @@ def _call(name: str, node: ast.AST, args: list[ast.expr]) -> ast.Call:
 
 
 class _Rewriter(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.parts = 0
+
+    def unnest(self, target: ast.expr) -> list[ast.stmt]:
+        """A part of ``target`` holding a starred name (``(a, *b), c``) replaced by a name of
+        the sandbox's, and the assignments that unpack it, metered, after it."""
+        after: list[ast.stmt] = []
+        if not isinstance(target, (ast.Tuple, ast.List)):
+            return after
+        for i, part in enumerate(target.elts):
+            inner = part.value if isinstance(part, ast.Starred) else part
+            if isinstance(inner, (ast.Tuple, ast.List)) and _nested_starred(inner):
+                name = f"__sb_part{self.parts}"
+                self.parts += 1
+                store = ast.copy_location(ast.Name(id=name, ctx=ast.Store()), inner)
+                load = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), inner)
+                if isinstance(part, ast.Starred):
+                    part.value = store
+                else:
+                    target.elts[i] = store
+                unpack = ast.copy_location(ast.Assign(targets=[inner], value=load), inner)
+                after.extend(self.assignment(unpack))
+        return after
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         node.args = [node.func, *node.args]
@@ -56,6 +84,7 @@ class _Rewriter(ast.NodeTransformer):
     def visit_For(self, node: ast.For) -> ast.AST:
         self.generic_visit(node)
         node.iter = _call(_iterator(node.target), node.iter, [node.iter])
+        node.body = [*self.unnest(node.target), *node.body]
         return node
 
     visit_AsyncFor = visit_For  # type: ignore[assignment]
@@ -71,11 +100,16 @@ class _Rewriter(ast.NodeTransformer):
             node.value = _call("iter", node.value, [node.value])
         return node
 
-    def visit_Assign(self, node: ast.Assign) -> ast.AST:
+    def visit_Assign(self, node: ast.Assign) -> Any:
         self.generic_visit(node)
+        done = self.assignment(node)
+        return done if len(done) > 1 else done[0]
+
+    def assignment(self, node: ast.Assign) -> list[ast.stmt]:
+        """``node`` (its parts visited), metered, and the assignments its nested parts need."""
         if any(_starred(target) for target in node.targets):  # a, *b = x: a loop in C
             node.value = _call("iter", node.value, [node.value])
-        return node
+        return [node, *(stmt for target in node.targets for stmt in self.unnest(target))]
 
     def visit_While(self, node: ast.While) -> ast.AST:
         self.generic_visit(node)
@@ -98,6 +132,15 @@ class _Rewriter(ast.NodeTransformer):
 def _iterator(target: ast.AST) -> str:
     """``for a, *b in x``: each item is unpacked in C too, so each is metered."""
     return "items" if _starred(target) else "iter"
+
+
+def _nested_starred(target: ast.AST) -> bool:
+    """Whether a starred name is anywhere in ``target``."""
+    if isinstance(target, ast.Starred):
+        return True
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(_nested_starred(e) for e in target.elts)
+    return False
 
 
 def _starred(target: ast.AST) -> bool:
