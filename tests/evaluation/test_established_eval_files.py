@@ -236,3 +236,15 @@ def test_a_nested_starred_target_unpacks_as_plain_python_does() -> None:
     plain: list[object] = []
     exec(source, {"out": plain})
     assert guarded == plain
+
+
+def test_a_nested_starred_target_leaves_no_name_of_the_sandbox_behind(
+    sb: Runner, project: Path
+) -> None:
+    (project / ".py-sandboxes").write_text("eval-syntax=assign, subscript\neval-call=range\n")
+    code = (
+        "g = {}\nexec('(a, *b), c = range(3), 1', g)\nexec('d = a', g)\n"
+        "print(sorted(k for k in g if k != '__builtins__'))"
+    )
+    result = sb("-c", code)
+    assert result.stdout == "['a', 'b', 'c', 'd']\n", result.stderr

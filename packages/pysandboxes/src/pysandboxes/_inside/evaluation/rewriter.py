@@ -57,6 +57,9 @@ class _Rewriter(ast.NodeTransformer):
                     target.elts[i] = store
                 unpack = ast.copy_location(ast.Assign(targets=[inner], value=load), inner)
                 after.extend(self.assignment(unpack))
+                # Gone at once: it must not stay in the caller's globals (exec(src, g)).
+                gone = ast.copy_location(ast.Name(id=name, ctx=ast.Del()), inner)
+                after.append(ast.copy_location(ast.Delete(targets=[gone]), inner))
         return after
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
