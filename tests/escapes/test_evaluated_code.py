@@ -38,7 +38,7 @@ def test_guarded_eval_refuses_a_secret_read_outside_the_sub_language(lab: Lab) -
     lab.rules(*EVAL_RULES, "python-import=*")
     result = lab.refused(code, "EvalSyntaxRejected")
     assert "add: eval-call=open" in result.stdout
-    assert "add: eval-syntax=Attribute" in result.stdout
+    assert "add: eval-attribute=read" in result.stdout
 
 
 def test_guarded_eval_hides_the_callers_module_globals(lab: Lab) -> None:

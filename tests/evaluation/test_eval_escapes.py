@@ -140,11 +140,14 @@ def test_string_execution_through_stdlib_runners_needs_an_import_no_profile_give
 
 def test_every_violation_is_reported_at_once_with_place_caret_and_rule_line() -> None:
     with pytest.raises(EvalSyntaxRejected) as caught:
-        guarded_eval("x.upper() + len(y)\n[z for z in y]", mode="exec", rules="eval-syntax=arith")
+        source = "x.upper() + len(y)\n[z for z in y]\n[len][0](y)"
+        guarded_eval(source, mode="exec", rules="eval-syntax=arith")
     text = str(caught.value)
     print(text)
-    assert text.startswith("6 rules violated in <eval:default>")
-    assert "line 1, col 0: syntax 'Call' is not allowed" in text
+    assert text.startswith("5 rules violated in <eval:default>")
+    # A call through an expression needs the node itself; of a name, the name only.
+    assert "line 3, col 0: syntax 'Call' is not allowed" in text
+    assert "line 3, col 0: syntax 'Subscript' is not allowed" in text
     assert "add: eval-syntax=Call" in text
     assert "add: eval-attribute=upper" in text
     assert "add: eval-call=len" in text

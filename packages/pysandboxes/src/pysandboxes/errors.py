@@ -254,14 +254,21 @@ class EvalSyntaxRejected(_Refusal, SyntaxError):
 
 class EvalInterrupted(BaseException):
     """An ``eval-*`` budget stopped evaluated code; not an ``Exception``, so that code
-    cannot swallow it. ``reason`` is the budget's line (``eval-max-iterations=1000``)."""
+    cannot swallow it. ``reason`` is the budget's line (``eval-max-iterations=1000``),
+    ``where`` where the rules set it (``set at .py-sandboxes(4)``, or that it is the
+    default)."""
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"evaluation interrupted: {reason}")
+    def __init__(self, reason: str, *, where: str = "") -> None:
+        super().__init__(f"evaluation interrupted: {reason}" + (f" ({where})" if where else ""))
         self.reason = reason
+        self.where = where
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (EvalInterrupted, (self.reason,))
+        return (_rebuild_interrupted, (self.reason, self.where))
+
+
+def _rebuild_interrupted(reason: str, where: str) -> EvalInterrupted:
+    return EvalInterrupted(reason, where=where)
 
 
 class OSLayerUnavailable(SandBoxError):

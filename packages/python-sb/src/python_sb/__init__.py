@@ -59,6 +59,10 @@ def main(args: list[str] | None = None) -> int:
         from python_sb.replay import show as show_replay
 
         return show_replay(invocation)
+    if invocation.action in ("explain", "check"):
+        from python_sb.explain import check, explain
+
+        return explain(invocation) if invocation.action == "explain" else check(invocation)
     if invocation.action == "show-layers":
         from python_sb.layers import show as show_layers
 

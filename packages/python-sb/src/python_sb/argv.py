@@ -35,7 +35,7 @@ class Invocation:
 
     Attributes:
         action: ``run``, ``help``, ``version``, ``python-help``, ``show-rules``,
-            ``show-layers`` or ``replay``.
+            ``show-layers``, ``replay``, ``explain`` or ``check``.
         kind: ``script``, ``module``, ``command``, ``stdin`` or ``interactive`` (no program:
             a prompt when standard input is a terminal, else its text is the program).
         target: the script, module or command.
@@ -46,6 +46,7 @@ class Invocation:
         learn: ``--learn[=FILE]``: ``None`` when absent, ``""`` for a bare ``--learn``.
         report: for ``show-layers``, ``table`` or ``json``.
         log: for ``replay``, the decision log to judge again.
+        resource: for ``explain``, what to judge (a path, ``env:NAME``...).
     """
 
     action: str = "run"
@@ -58,10 +59,11 @@ class Invocation:
     learn: str | None = None
     report: str = ""
     log: str = ""
+    resource: str = ""
 
     def described(self) -> LaunchRequest:
         """The run this command line would start, for the commands that describe or judge
-        it without starting it (``--show-layers``, ``--replay``)."""
+        it without starting it (``--show-layers``, ``--replay``, ``--explain``)."""
         from pysandboxes._host.launch import LaunchRequest
         from pysandboxes._wire.spec import Program
 
@@ -82,6 +84,8 @@ _OPTIONS = (
     "pysandboxes-config",
     "help",
     "replay",
+    "explain",
+    "check",
 )
 
 
@@ -114,6 +118,8 @@ def split(argv: Sequence[str]) -> Invocation:
     show = False
     layers = ""
     replay = ""
+    resource: str | None = None
+    check = False
     i = 0
 
     def result(**kwargs: object) -> Invocation:
@@ -125,6 +131,11 @@ def split(argv: Sequence[str]) -> Invocation:
         if replay and kwargs.get("action", "run") == "run":
             kwargs["action"] = "replay"
             kwargs["log"] = replay
+        if resource is not None and kwargs.get("action", "run") == "run":
+            kwargs["action"] = "explain"
+            kwargs["resource"] = resource
+        if check and kwargs.get("action", "run") == "run":
+            kwargs["action"] = "check"
         return Invocation(
             python_flags=tuple(flags),
             rules=tuple(rules),
@@ -150,7 +161,7 @@ def split(argv: Sequence[str]) -> Invocation:
                 return result(action="version")
             if name in PYTHON_HELP:
                 return result(action="python-help", target=f"--{name}")
-            if name in ("pysandboxes-config", "replay", *PYTHON_LONG):
+            if name in ("pysandboxes-config", "replay", "explain", *PYTHON_LONG):
                 if not equal:
                     if i >= len(argv):
                         raise UsageError(f"option --{name} needs a value")
@@ -160,12 +171,16 @@ def split(argv: Sequence[str]) -> Invocation:
                     config = value
                 elif name == "replay":
                     replay = value
+                elif name == "explain":
+                    resource = value
                 else:
                     flags.append(f"--{name}={value}")
             elif name == "learn":
                 learn = value if equal else ""
             elif name == "show-rules" and not equal:
                 show = True
+            elif name == "check" and not equal:
+                check = True
             elif name == "template" and not equal:
                 return result(action="template")
             elif name == "show-layers":

@@ -24,6 +24,10 @@ Examples:
 
   python-sb --show-layers               which layer enforces each rule on this host
 
+  python-sb --explain import:requests   may the program import requests? which line says so?
+
+  python-sb --check                     lint the rule file
+
   python-sb --learn app.py              add the rules app.py needs to its rule file
 
   python-sb --audit-log=a.jsonl app.py  log every decision (--quiet-refusals: no summary)
@@ -104,6 +108,26 @@ def build(rich: bool) -> typer.Typer:
                 rich_help_panel=SANDBOX,
             ),
         ] = None,
+        explain: Annotated[
+            str | None,
+            typer.Option(
+                "--explain",
+                metavar="RESOURCE",
+                help="Print the verdict on RESOURCE (a path, env:NAME, net:HOST:PORT, "
+                "import:MODULE, api:NAME, eval:EXPR), the line that decided it and the "
+                "layers that enforce it, then exit: 0 allowed, 1 refused.",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = None,
+        check: Annotated[
+            bool,
+            typer.Option(
+                "--check",
+                help="Lint the rule file (never-matching, overlapping and secret grants...); "
+                "warnings on stderr; exit 0 unless it cannot be used.",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = False,
         rule: Annotated[
             str | None,
             typer.Option(

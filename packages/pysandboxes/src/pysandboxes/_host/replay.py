@@ -84,7 +84,7 @@ def read_log(lines: Iterable[str], name: str) -> list[Decision]:
 
 def replay(decisions: Iterable[Decision], policy: Policy) -> Replay:
     """Judge ``decisions`` against ``policy``."""
-    judges = _Judges(policy)
+    judges = Judges(policy)
     refused: list[Change] = []
     allowed: list[Change] = []
     judged = skipped = 0
@@ -97,14 +97,14 @@ def replay(decisions: Iterable[Decision], policy: Policy) -> Replay:
         now, origin = verdict
         if now != decision.allowed:
             shown = f"{origin.source}:{origin.line}: {origin.text}" if origin else NO_RULE
-            fix = _fix(decision) if not now and origin is None else ""
+            fix = fix_for(decision) if not now and origin is None else ""
             if fix:
                 shown += f"; '{fix}' would allow it"
             (allowed if now else refused).append(Change(decision, shown))
     return Replay(judged, tuple(refused), tuple(allowed), skipped)
 
 
-class _Judges:
+class Judges:
     """The verdict functions of a policy, made once."""
 
     def __init__(self, policy: Policy) -> None:
@@ -172,7 +172,7 @@ class _Judges:
         return (rule is not None, rule.origin if rule is not None else None)
 
 
-def _fix(decision: Decision) -> str:
+def fix_for(decision: Decision) -> str:
     """The rule line that would allow a refused access, as the guards suggest it."""
     kind, target, access = decision.kind, decision.target, decision.access
     if kind == "file":

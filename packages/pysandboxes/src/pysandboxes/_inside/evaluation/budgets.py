@@ -79,13 +79,14 @@ class _Metered:
 class Run:
     """The budgets of one evaluation, and the helpers its code calls."""
 
-    __slots__ = ("attribute_ok", "deadline", "depth", "profile", "spent", "steps")
+    __slots__ = ("attribute_ok", "deadline", "depth", "profile", "spent", "spent_at", "steps")
 
     def __init__(self, profile: EvalProfile, attribute_ok: Callable[[str], bool]) -> None:
         self.profile = profile
         self.steps = 0
         self.depth = 0
         self.spent: str | None = None
+        self.spent_at = ""
         self.deadline = _monotonic() + profile.timeout
         self.attribute_ok = attribute_ok
 
@@ -94,6 +95,7 @@ class Run:
         return {
             "__sb_call": self.call,
             "__sb_iter": self.iterate,
+            "__sb_items": self.items,
             "__sb_tick": self.tick,
             "__sb_binop": self.binop,
             "__sb_format": self.format,
@@ -101,12 +103,17 @@ class Run:
 
     def stop(self, key: str, value: object) -> EvalInterrupted:
         self.spent = f"{self.profile.key(key)}={value}"
-        return EvalInterrupted(self.spent)
+        self.spent_at = self.profile.where(key)
+        return self.interrupted()
+
+    def interrupted(self) -> EvalInterrupted:
+        """The spent budget's error, raised again at every later step."""
+        return EvalInterrupted(self.spent or "", where=self.spent_at)
 
     def tick(self) -> None:
         steps = self.steps = self.steps + 1
         if self.spent is not None:
-            raise EvalInterrupted(self.spent)
+            raise self.interrupted()
         if steps > self.profile.max_iterations:
             raise self.stop("max-iterations", self.profile.max_iterations)
         if not steps & 255 and _monotonic() > self.deadline:
@@ -114,6 +121,10 @@ class Run:
 
     def iterate(self, iterable: object) -> _Metered:
         return _Metered(self, iterable)
+
+    def items(self, iterable: object) -> Iterator[_Metered]:
+        """``iterable`` metered, each item metered too (it is unpacked by a starred target)."""
+        return (_Metered(self, item) for item in _Metered(self, iterable))
 
     def call(self, function: Any, /, *args: Any, **kwargs: Any) -> Any:
         self.tick()

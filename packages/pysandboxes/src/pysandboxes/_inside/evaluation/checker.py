@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 
 from pysandboxes._policy.evalkeys import SYNTAX_GROUPS
-from pysandboxes._policy.evaluation import FORMATTERS, FRAME_ATTRIBUTES, HIERARCHY_WALKS
+from pysandboxes._policy.evaluation import FORMATTERS, FRAME_ATTRIBUTES, GATED, HIERARCHY_WALKS
 from pysandboxes._record import record
 from pysandboxes.errors import EvalInterrupted, EvalSyntaxRejected
 
@@ -105,7 +105,7 @@ class _Checker:
             deepest = max(deepest, depth)
             self.nodes += 1
             kind = type(node).__name__
-            if not isinstance(node, _SKIPPED) and kind not in profile.syntax:
+            if not isinstance(node, _SKIPPED) and not self.allowed(node, kind):
                 group = _GROUP_OF.get(kind, kind)
                 self.add(node, f"syntax '{kind}' is not allowed", _fix(profile, "syntax", group))
             for field in _IDENTIFIERS:
@@ -128,9 +128,21 @@ class _Checker:
                 step = 1 if isinstance(child, (ast.expr, ast.stmt)) else 0
                 stack.append((child, depth + step))
         if self.nodes > profile.max_nodes:
-            raise EvalInterrupted(f"{profile.key('max-nodes')}={profile.max_nodes}")
+            reason = f"{profile.key('max-nodes')}={profile.max_nodes}"
+            raise EvalInterrupted(reason, where=profile.where("max-nodes"))
         if deepest > profile.max_depth:
-            raise EvalInterrupted(f"{profile.key('max-depth')}={profile.max_depth}")
+            reason = f"{profile.key('max-depth')}={profile.max_depth}"
+            raise EvalInterrupted(reason, where=profile.where("max-depth"))
+
+    def allowed(self, node: ast.AST, kind: str) -> bool:
+        """Whether the profile's syntax allows ``node``: ``Attribute`` and the call of a
+        name or an attribute always (their names are checked), unless denied."""
+        profile = self.profile
+        if kind in profile.syntax:
+            return True
+        if kind not in GATED or kind in profile.refused:
+            return False
+        return not isinstance(node, ast.Call) or isinstance(node.func, (ast.Name, ast.Attribute))
 
     def imports(self, node: ast.Import | ast.ImportFrom) -> None:
         if isinstance(node, ast.ImportFrom):

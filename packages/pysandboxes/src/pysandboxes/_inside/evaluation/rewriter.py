@@ -2,7 +2,8 @@
 
 Calls go through ``__sb_call`` (call depth, iteration of what builtins consume, the
 arguments of the builtins that reach attributes or format fields); ``for`` loops and
-comprehensions iterate through ``__sb_iter``; ``while`` bodies tick ``__sb_tick``; the
+comprehensions iterate through ``__sb_iter``, and so do the unpackings CPython runs in C
+(``[*x]``, ``f(*x)``, ``a, *b = x``); ``while`` bodies tick ``__sb_tick``; the
 operators that can build huge values (``**``, ``*``, ``<<``, ``%``) go through
 ``__sb_binop``, which refuses a result too large before CPython computes it; a
 formatted value with a format spec goes through ``__sb_format``. The checker refuses any
@@ -12,6 +13,10 @@ name of the source containing ``__sb_``, so these names are the sandbox's only.
 from __future__ import annotations
 
 import ast
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _RISKY: dict[type[ast.operator], str] = {
     ast.Pow: "**",
@@ -30,6 +35,33 @@ def _call(name: str, node: ast.AST, args: list[ast.expr]) -> ast.Call:
 
 
 class _Rewriter(ast.NodeTransformer):
+    def __init__(self) -> None:
+        self.parts = 0
+
+    def unnest(self, target: ast.expr) -> list[ast.stmt]:
+        """A part of ``target`` holding a starred name (``(a, *b), c``) replaced by a name of
+        the sandbox's, and the assignments that unpack it, metered, after it."""
+        after: list[ast.stmt] = []
+        if not isinstance(target, (ast.Tuple, ast.List)):
+            return after
+        for i, part in enumerate(target.elts):
+            inner = part.value if isinstance(part, ast.Starred) else part
+            if isinstance(inner, (ast.Tuple, ast.List)) and _nested_starred(inner):
+                name = f"__sb_part{self.parts}"
+                self.parts += 1
+                store = ast.copy_location(ast.Name(id=name, ctx=ast.Store()), inner)
+                load = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), inner)
+                if isinstance(part, ast.Starred):
+                    part.value = store
+                else:
+                    target.elts[i] = store
+                unpack = ast.copy_location(ast.Assign(targets=[inner], value=load), inner)
+                after.extend(self.assignment(unpack))
+                # Gone at once: it must not stay in the caller's globals (exec(src, g)).
+                gone = ast.copy_location(ast.Name(id=name, ctx=ast.Del()), inner)
+                after.append(ast.copy_location(ast.Delete(targets=[gone]), inner))
+        return after
+
     def visit_Call(self, node: ast.Call) -> ast.AST:
         self.generic_visit(node)
         node.args = [node.func, *node.args]
@@ -54,15 +86,33 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_For(self, node: ast.For) -> ast.AST:
         self.generic_visit(node)
-        node.iter = _call("iter", node.iter, [node.iter])
+        node.iter = _call(_iterator(node.target), node.iter, [node.iter])
+        node.body = [*self.unnest(node.target), *node.body]
         return node
 
     visit_AsyncFor = visit_For  # type: ignore[assignment]
 
     def visit_comprehension(self, node: ast.comprehension) -> ast.AST:
         self.generic_visit(node)
-        node.iter = _call("iter", node.iter, [node.iter])
+        node.iter = _call(_iterator(node.target), node.iter, [node.iter])
         return node
+
+    def visit_Starred(self, node: ast.Starred) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):  # [*x], {*x}, (*x,), f(*x): a loop in C
+            node.value = _call("iter", node.value, [node.value])
+        return node
+
+    def visit_Assign(self, node: ast.Assign) -> Any:
+        self.generic_visit(node)
+        done = self.assignment(node)
+        return done if len(done) > 1 else done[0]
+
+    def assignment(self, node: ast.Assign) -> list[ast.stmt]:
+        """``node`` (its parts visited), metered, and the assignments its nested parts need."""
+        if any(_starred(target) for target in node.targets):  # a, *b = x: a loop in C
+            node.value = _call("iter", node.value, [node.value])
+        return [node, *(stmt for target in node.targets for stmt in self.unnest(target))]
 
     def visit_While(self, node: ast.While) -> ast.AST:
         self.generic_visit(node)
@@ -80,6 +130,26 @@ class _Rewriter(ast.NodeTransformer):
         node.conversion = -1
         node.format_spec = None
         return node
+
+
+def _iterator(target: ast.AST) -> str:
+    """``for a, *b in x``: each item is unpacked in C too, so each is metered."""
+    return "items" if _starred(target) else "iter"
+
+
+def _nested_starred(target: ast.AST) -> bool:
+    """Whether a starred name is anywhere in ``target``."""
+    if isinstance(target, ast.Starred):
+        return True
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(_nested_starred(e) for e in target.elts)
+    return False
+
+
+def _starred(target: ast.AST) -> bool:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return any(isinstance(e, ast.Starred) for e in target.elts)
+    return False
 
 
 def rewrite(tree: ast.AST) -> ast.AST:

@@ -15,7 +15,7 @@ from pysandboxes._inside.evaluation.budgets import Run
 from pysandboxes._inside.evaluation.checker import check
 from pysandboxes._inside.evaluation.rewriter import rewrite
 from pysandboxes._policy.evaluation import FORMATTERS, FRAME_ATTRIBUTES, HIERARCHY_WALKS
-from pysandboxes.errors import EvalInterrupted, RuleEvalPermissionError
+from pysandboxes.errors import RuleEvalPermissionError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,7 +160,7 @@ def run(
         else:
             globals_["__builtins__"] = previous
     if budget.spent is not None:
-        raise EvalInterrupted(budget.spent)
+        raise budget.interrupted()
     return result
 
 
