@@ -135,3 +135,54 @@ def test_a_log_rotates_on_every_run_not_only_the_first(sb: Runner, project: Path
         assert result.stdout == "LOGGED\n", result.stderr
         assert result.stderr == ""
     assert sorted(os.listdir(project / "out")) == ["app.log", "app.log.1", "app.log.2"]
+
+
+MADE = "expose-rw=./build/\npython-import=os\n"
+
+
+@pytest.mark.parametrize("provider", ["landlock", "unshare", "bwrap"])
+def test_a_folder_to_make_is_made_again_in_a_clean_checkout(
+    sb: Runner, project: Path, provider: str
+):
+    if provider != "landlock" and shutil.which(provider) is None:
+        pytest.skip(f"the {provider} program is not installed")
+    (project / ".py-sandboxes").write_text(f"{MADE}os-sandbox={provider}\n")
+    (project / "probe.py").write_text(
+        "import os\n"
+        "os.makedirs('build/pages', exist_ok=True)\n"
+        "open('build/pages/a.txt', 'w').write('a')\n"
+        "print(sorted(os.listdir('build')), open('build/pages/a.txt').read())\n"
+    )
+    for _ in range(2):  # made, then there already
+        result = sb("probe.py")
+        assert result.stdout == "['pages'] a\n", result.stderr
+        assert "refused" not in result.stderr
+    assert (project / "build" / "pages" / "a.txt").read_text() == "a"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        "os.symlink('/etc', 'build')",
+        "os.rename(tempfile.mkdtemp(), 'build')",
+        "os.link(tempfile.mkstemp()[1], 'build')",
+    ],
+)
+def test_cant_make_a_folder_to_make_a_link_for_the_next_run(
+    sb: Runner, py: Runner, project: Path, change: str
+):
+    # Only mkdir makes it: a link (or a folder renamed there from the writable temporary
+    # directory, holding one) would be what the rule grants on the next run.
+    body = f"import os, tempfile\ntry:\n    {change}\n    print('MADE')\n"
+    body += "except OSError as exc:\n    print(type(exc).__name__, exc)\n"
+    (project / "probe.py").write_text(body)
+    assert py("probe.py").stdout == "MADE\n"
+    path = project / "build"
+    path.unlink() if path.is_symlink() or path.is_file() else path.rmdir()
+    (project / ".py-sandboxes").write_text(MADE + "python-import=tempfile\n")
+    result = sb("probe.py")
+    assert "MADE" not in result.stdout, result.stderr
+    assert "'expose-rw=./build/'" in result.stdout, result.stdout
+    assert not (project / "build").is_symlink()
+    assert not (project / "build").is_file()
+    assert "/proc/self/fd" not in result.stdout + result.stderr  # the user's path, named

@@ -1,17 +1,19 @@
-"""The corpus of real programs: each learned in one fresh copy of its project, then run
-enforced in another fresh copy, where nothing the first run made is left.
+"""The corpus of real programs: each learned once, then replayed, enforced, elsewhere.
 
-``programs/NAME`` is a project as a user would check it out; ``Corpus.learn_then_enforce``
-copies it twice (plus any files the case makes first, such as a data folder), learns with
-``python-sb --learn`` in the first, hands only the learned ``.py-sandboxes`` to the
-second, and runs it there enforced, under the default kernel layer (Landlock).
+``programs/NAME`` is a project as a user would check it out. ``Corpus.learn_then_enforce``
+runs it with plain Python in one fresh copy (the output to match), learns it with
+``python-sb --learn`` in a second, then hands only the learned ``.py-sandboxes`` to a
+fresh copy at another path (another depth, another name above it) for each kernel
+provider the machine has (``landlock``, ``unshare``, ``bwrap``), and runs it there
+enforced. Nothing the earlier runs made is left in a replay's copy.
 """
 
 from __future__ import annotations
 
-import re
+import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +26,13 @@ TEMPLATE_LINES = frozenset({"py-sandbox=true", "os-sandbox=${OS_SANDBOX:-landloc
 NATIVE_OR_DYNAMIC = ("python-api=ALLOW:native", "dynamic-code", "builtins.compile")
 
 
+def providers() -> list[str]:
+    """The kernel providers this machine can run, ``landlock`` first."""
+    from pysandboxes._host.select import unavailable_reason
+
+    return [name for name in ("landlock", "unshare", "bwrap") if unavailable_reason(name) is None]
+
+
 def granted(path: Path) -> list[str]:
     """The active rule lines of a rule file, comments and template lines left out."""
     rules: list[str] = []
@@ -34,66 +43,93 @@ def granted(path: Path) -> list[str]:
     return rules
 
 
-_PYTHON = "expose-ro={python}"
-
-
-def _interpreter(rule: str) -> str:
-    """``{python}`` for the interpreter's own binary, however the rule names it (``~/``,
-    ``${PYENV_ROOT:-...}``): where it lives is the machine's, not the program's."""
-    return re.sub(r"^expose-ro=\S*/bin/python3(\.\d+)?$", _PYTHON, rule)
+def machine_paths() -> dict[str, str]:
+    """The absolute places no portable rule names: the home, the venv, the interpreter."""
+    found = {
+        "the home directory": os.path.expanduser("~"),
+        "the venv": sys.prefix,
+        "the interpreter's installation": sys.base_prefix,
+    }
+    return {what: os.path.realpath(path) for what, path in found.items()} | {
+        f"{what} (as named)": path for what, path in found.items()
+    }
 
 
 class Outcome:
-    """The two runs of a program, and the rules the first one learned."""
+    """The runs of a program: plain, learning, and one enforced replay per provider."""
 
     def __init__(
         self,
         learned: subprocess.CompletedProcess[str],
-        enforced: subprocess.CompletedProcess[str],
+        enforced: dict[str, subprocess.CompletedProcess[str]],
         rule_file: Path,
+        plain: subprocess.CompletedProcess[str] | None = None,
     ) -> None:
+        self.plain = plain
         self.learned = learned
         self.enforced = enforced
         self.rule_file = rule_file
         self.rules = granted(rule_file) if rule_file.exists() else []
 
     def shown(self) -> str:
-        """Everything to read when a check fails: both runs and the learned rule file."""
+        """Everything to read when a check fails: every run and the learned rule file."""
         text = self.rule_file.read_text() if self.rule_file.exists() else "(no rule file)"
-        return (
-            f"\n--- learning run (exit {self.learned.returncode}) stdout:\n{self.learned.stdout}"
-            f"--- stderr:\n{self.learned.stderr}"
-            f"--- enforcing run (exit {self.enforced.returncode}) stdout:\n"
-            f"{self.enforced.stdout}--- stderr:\n{self.enforced.stderr}"
-            f"--- learned {self.rule_file.name}:\n{text}"
-        )
+        runs = [("plain", self.plain), ("learning", self.learned)]
+        runs += [(f"enforced under {name}", run) for name, run in self.enforced.items()]
+        shown = [
+            f"\n--- {what} run (exit {run.returncode}) stdout:\n{run.stdout}"
+            f"--- stderr:\n{run.stderr}"
+            for what, run in runs
+            if run is not None
+        ]
+        return "".join(shown) + f"--- learned {self.rule_file.name}:\n{text}"
 
     def check(self, expected: set[str], normalise: Callable[[str], str] = str) -> None:
-        """Both runs end well with the same output; the rules are the expected ones; and
-        nothing grants native code or dynamic code (see the module docstring)."""
+        """Every run ends well with plain Python's output; no replay refuses anything; the
+        rules are the expected ones, portable, and grant no native or dynamic code."""
+        reference = self.plain if self.plain is not None else self.learned
+        assert reference.returncode == 0, self.shown()
+        assert reference.stdout, self.shown()
         assert self.learned.returncode == 0, self.shown()
-        assert self.learned.stdout, self.shown()
-        assert self.enforced.returncode == 0, self.shown()
-        assert normalise(self.enforced.stdout) == normalise(self.learned.stdout), self.shown()
-        # A refusal a library swallows (logging's rotation prints it and goes on) shows
-        # on stderr only.
-        assert "is refused" not in self.enforced.stderr, self.shown()
-        assert "Error" not in self.enforced.stderr, self.shown()
-        # Native and dynamic code are checked apart, below: the rest is the program's use.
-        rules = {_interpreter(r) for r in self.rules if not r.endswith(NATIVE_OR_DYNAMIC)}
-        # The interpreter's binary is one of its own files (granted without a rule) when
-        # the venv names it directly, and learned where a link of another venv leads to it.
-        assert rules - {_PYTHON} == expected - {_PYTHON}, self.shown()
+        assert normalise(self.learned.stdout) == normalise(reference.stdout), self.shown()
+        assert self.enforced, self.shown()
+        for run in self.enforced.values():
+            assert run.returncode == 0, self.shown()
+            assert normalise(run.stdout) == normalise(reference.stdout), self.shown()
+            # Silent: no refusal, not even one a library swallowed (the summary says it).
+            assert "refused" not in run.stderr, self.shown()
+            assert "Error" not in run.stderr, self.shown()
+        rules = {rule for rule in self.rules if not rule.endswith(NATIVE_OR_DYNAMIC)}
+        # Which files of /sys a library reads depends on the machine (pandas reads the
+        # cgroup's CPU quota, by v1 or v2 names): each is learned, read-only, by name.
+        rules = {rule for rule in rules if not rule.startswith("expose-ro=/sys/")}
+        assert rules == expected, self.shown()
         wide = [rule for rule in self.rules if any(word in rule for word in NATIVE_OR_DYNAMIC)]
         assert wide == [], self.shown()
+        self.check_portable()
+
+    def check_portable(self) -> None:
+        """No rule names this machine's home, venv or interpreter by its absolute path
+        (a colleague's are elsewhere), nor the directories above the project."""
+        project = os.path.realpath(self.rule_file.parent)
+        above = {str(parent) for parent in Path(project).parents}
+        for rule in self.rules:
+            key, _, value = rule.partition("=")
+            if key not in ("expose-ro", "expose-rw"):
+                continue
+            for what, path in machine_paths().items():
+                assert path not in value, f"{rule} names {what}{self.shown()}"
+            assert value.rstrip("/") not in above, f"{rule} is above the project{self.shown()}"
+            assert not value.startswith(".."), f"{rule} is above the project{self.shown()}"
 
 
 class Corpus:
-    """Learns a program in one fresh copy of its project, enforces it in another."""
+    """Runs a program plain, learns it, replays it enforced elsewhere (see the module)."""
 
     def __init__(self, python_sb: str, root: Path) -> None:
         self.python_sb = python_sb
         self.root = root
+        self.providers = providers()
 
     def copy(self, name: str, where: str, prepare: Callable[[Path], None] | None) -> Path:
         project = self.root / where / name
@@ -102,6 +138,10 @@ class Corpus:
             prepare(project)
         return project
 
+    def replay_copy(self, name: str, provider: str, prepare: Callable[[Path], None] | None) -> Path:
+        """A fresh copy at another path than the learning one: deeper, under other names."""
+        return self.copy(name, f"elsewhere/{provider}/checkout", prepare)
+
     def learn_then_enforce(
         self,
         name: str,
@@ -109,20 +149,29 @@ class Corpus:
         prepare: Callable[[Path], None] | None = None,
         env: dict[str, str] | None = None,
         timeout: float = 240,
+        plain: bool = True,
+        launcher: list[str] | None = None,
+        replayer: list[str] | None = None,
     ) -> Outcome:
+        """Run ``name`` plain, learn it, replay it per provider (see the module);
+        ``launcher`` starts python-sb another way (``python3 -m python_sb``), ``replayer``
+        the replays only (another venv's)."""
+        sandbox = launcher if launcher is not None else [self.python_sb]
+        replay = replayer if replayer is not None else sandbox
+        reference = None
+        if plain:
+            control = self.copy(name, "plain", prepare)
+            reference = Runner([sys.executable], control)(*args, env=env, timeout=timeout)
         first = self.copy(name, "learn", prepare)
-        learned = Runner([self.python_sb, "--learn"], first)(*args, env=env, timeout=timeout)
+        learned = Runner([*sandbox, "--learn"], first)(*args, env=env, timeout=timeout)
         rule_file = first / ".py-sandboxes"
-        second = self.copy(name, "enforce", prepare)
-        if rule_file.exists():
-            shutil.copy(rule_file, second / ".py-sandboxes")
-        enforced = Runner([self.python_sb], second)(*args, env=env, timeout=timeout)
-        return Outcome(learned, enforced, rule_file)
-
-    def commands(self, name: str) -> tuple[Path, Path]:
-        """Two fresh copies of ``name`` for a case that runs the program itself; hand the
-        rule file over with ``hand_over`` once the first has learned."""
-        return self.copy(name, "learn", None), self.copy(name, "enforce", None)
+        enforced: dict[str, subprocess.CompletedProcess[str]] = {}
+        for provider in self.providers:
+            second = self.replay_copy(name, provider, prepare)
+            self.hand_over(first, second)
+            run_env = {**(env or {}), "OS_SANDBOX": provider}
+            enforced[provider] = Runner(replay, second)(*args, env=run_env, timeout=timeout)
+        return Outcome(learned, enforced, rule_file, reference)
 
     @staticmethod
     def hand_over(first: Path, second: Path) -> Path:

@@ -1,10 +1,10 @@
-"""A FastAPI application served by uvicorn on 127.0.0.1, asked once, then stopped."""
+"""A FastAPI application served by uvicorn on 127.0.0.1, asked once by httpx, then stopped."""
 
 import sys
 import threading
 import time
-import urllib.request
 
+import httpx
 import uvicorn
 from fastapi import FastAPI
 
@@ -22,7 +22,7 @@ thread = threading.Thread(target=server.run)
 thread.start()
 while not server.started:
     time.sleep(0.05)
-with urllib.request.urlopen(f"http://127.0.0.1:{port}/add?a=2&b=3") as answer:
-    print(answer.status, answer.read().decode())
+answer = httpx.get(f"http://127.0.0.1:{port}/add", params={"a": 2, "b": 3}, timeout=10)
+print(answer.status_code, answer.text)
 server.should_exit = True
 thread.join()

@@ -71,10 +71,16 @@ def _now() -> str:
 def _moot(refusal: Decision) -> bool:
     """Whether a refusal changed nothing the program could see: a read of a file or a
     variable that is not there outside the sandbox either (sysconfig and importlib probe
-    many). The program met what it would have met without the sandbox, so the summary
-    leaves it out; the log keeps it. Checked here, on the trusted side."""
+    many), a native module its importer goes on without (a Python built without it
+    looks the same), a probing bind to any free port whose failure is caught (a host
+    without IPv6 looks the same). The program met what it may meet without the sandbox,
+    so the summary leaves it out; the log keeps it. Checked here, on the trusted side."""
     if refusal.kind == "env":
         return refusal.target not in os.environ
+    if refusal.kind == "import":
+        return refusal.access == "fallback"  # the importer went on without it, as it may
+    if refusal.kind == "net":
+        return refusal.access == "probe"  # a bind to any port, its failure caught
     if refusal.kind == "file" and refusal.access == "read":
         return refusal.target.startswith("/") and not os.path.lexists(refusal.target)
     return False

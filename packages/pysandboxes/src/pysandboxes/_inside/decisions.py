@@ -20,6 +20,7 @@ import sys
 from _thread import get_ident
 from time import monotonic
 
+from pysandboxes._inside.guards.fallbacks import failure_caught, import_falls_back
 from pysandboxes._inside.recorder import exists, program_site
 from pysandboxes._policy.model import Access
 from pysandboxes._record import replace
@@ -298,7 +299,12 @@ class Auditing:
         elif target is not None:
             name = f"{target.proto}:{target.host}:{target.port}"
             fix = f"net=ALLOW|{target.proto}|{target.host}|{target.port}|{target.direction}"
-            self._log.refused("net", name, target.direction, shown, fix if rule is None else "")
+            access = target.direction
+            if target.direction == "IN" and target.port == 0 and failure_caught():
+                # A bind to any free port whose failure the caller catches: a probe (is
+                # IPv6 there?), answered as on a host without it. Logged, never summarised.
+                access = "probe"
+            self._log.refused("net", name, access, shown, fix if rule is None else "")
         else:
             self._log.refused("net", address, "OUT", shown, "")
         self._inner.refuse_connection(message, address, rule, target)
@@ -309,6 +315,10 @@ class Auditing:
         fix = "" if module.startswith("pysandboxes") else f"python-import={module}"
         if category:
             fix = f"python-api=ALLOW:{category}"
+        if category == "native" and import_falls_back():
+            # Caught by the code that asked (pytest's `import readline` workaround): it goes
+            # on as with a Python built without that module. Logged, never summarised.
+            access = "fallback"
         self._log.refused("import", module, access, _origin_fields(None, 0, ""), fix)
         self._inner.refuse_import(module, message, category)
 

@@ -162,15 +162,17 @@ class Messages:
 
     def file(self, report: FileAccess, verdict: Verdict) -> str:
         """The message of a refused file access."""
+        # /proc/self/fd/N/name is the sandbox's own pinned route: the user's path only.
+        named = report.real if report.named.startswith("/proc/self/fd/") else report.named
         if verdict.fix == "<exposure-root>":
             return (
-                f"{_VERBS[report.access]} '{report.named}' is refused: it is the path "
-                f"{verdict.rule} exposes, and its directory is not writable."
+                f"{_VERBS[report.access]} '{named}' is "
+                f"refused: it is the path {verdict.rule} exposes, and its directory is not "
+                "writable."
             )
         if verdict.fix == "<holds-rules>":
-            pinned = report.named.startswith("/proc/self/fd/")  # the wrappers' own route
             return (
-                f"{_VERBS[report.access]} '{report.real if pinned else report.named}' is "
+                f"{_VERBS[report.access]} '{named}' is "
                 "refused: narrower rules name "
                 "paths inside it, which the change would carry out of their rules"
                 + (f" ({verdict.rule})." if verdict.rule is not None else ".")
@@ -183,19 +185,19 @@ class Messages:
             )
         if verdict.fix == "<unpinned>":
             return (
-                f"{_VERBS[report.access]} '{report.named}' is refused: in a writable "
+                f"{_VERBS[report.access]} '{named}' is refused: in a writable "
                 "directory, changes must go through Python's file functions (open, os.open, "
                 "os.rename...), which the sandbox pins against swapped directories."
             )
         if verdict.fix == "<unseen-dir-fd>":
             return (
-                f"{_VERBS[report.access]} '{report.named}' is refused: a relative name given "
+                f"{_VERBS[report.access]} '{named}' is refused: a relative name given "
                 "to os.open's C function may be resolved from a dir_fd the sandbox cannot "
                 "see. Call os.open, which judges the name through the descriptor."
             )
         if verdict.fix is not None and verdict.fix.startswith("<unjudgeable>"):
             return (
-                f"{_VERBS[report.access]} '{report.named}' is refused: the sandbox cannot "
+                f"{_VERBS[report.access]} '{named}' is refused: the sandbox cannot "
                 f"judge it: {verdict.fix[13:]}. No rule allows what the sandbox cannot judge."
             )
         if report.real == "\0unknowable path object":
@@ -203,10 +205,8 @@ class Messages:
                 f"{_VERBS[report.access]} a path given as {report.named} is refused: the "
                 "sandbox cannot read such a path without running its code. Pass str(path)."
             )
-        shown = f"'{report.named}'"
-        if report.named.startswith("/proc/self/fd/"):
-            shown = f"'{report.real}'"  # the sandbox's own pinned route: the user's path only
-        elif report.named != report.real:
+        shown = f"'{named}'"
+        if named != report.real:
             shown += f" ('{report.real}')"
         verb = _VERBS[report.access]
         if verdict.hidden and verdict.rule is not None:

@@ -12,6 +12,7 @@ import os
 import sys
 
 from pysandboxes._inside import runner as _runner
+from pysandboxes._inside.guards.listings import PRELISTED
 from pysandboxes._policy.model import Access
 
 TYPE_CHECKING = False
@@ -69,3 +70,19 @@ def show_only_exposed(finder: object | None, judge: FileJudge) -> None:
     }
     listed._path_cache = shown
     listed._relaxed_path_cache = {name.lower() for name in shown}
+
+    def refill() -> None:
+        # The directory changed (the program made ./out): the import system would list
+        # it again, which the rules refuse. What it may show is known without listing:
+        # the entries kept, and the exposed ones made since.
+        made = {name for name in judge.exposed_entries(base) if os.path.lexists(f"{base}/{name}")}
+        listed._path_cache = shown | made
+        listed._relaxed_path_cache = {name.lower() for name in listed._path_cache}
+
+    listed._fill_cache = refill
+
+    def names() -> list[str]:
+        refill()
+        return sorted(listed._path_cache)
+
+    PRELISTED[base] = names

@@ -228,12 +228,34 @@ class Learning:
         # The import system lists the directories of sys.path to find modules; a refused
         # listing only makes it look file by file, so it needs no rule of its own.
         recorded = self._record("file", report.real, access, unless_importing=access == "list")
+        if recorded and report.named != report.real and access in ("read", "write", "execute"):
+            self._links(report.named)
         if recorded and (report.access is _READ or report.access is _EXECUTE):
             # What a read becomes depends on its path and function only (a write's on
             # whether the file exists): its repeats need not be judged again.
             if len(self.learned) >= _MAX_SENT:
                 self.learned.clear()
             self.learned.add((report.real, report.access, report.api))
+
+    def _links(self, named: str) -> None:
+        """Record the symbolic links the program named a file by (``bin/python3`` for
+        ``python3.11``): the next run must find the file by that name too."""
+        if named.startswith("/proc/self/fd/") or "\0" in named:
+            return  # the sandbox's own pinned route, or no path at all
+        thread = get_ident()
+        self._busy.add(thread)  # the looks below are ours, not the program's
+        try:
+            from posix import getcwd
+
+            from pysandboxes._policy.view import link_chain
+
+            links = link_chain(os.path.join(getcwd(), named))
+        except (OSError, ValueError):
+            links = []
+        finally:
+            self._busy.discard(thread)
+        for link in links:
+            self._record("file", link, "link")
 
     def _exists(self, path: str) -> bool:
         return exists(path, self._lstat)

@@ -15,6 +15,30 @@ _FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_*")  # 
 _NEXT = _FIRST | frozenset("0123456789")
 
 
+#: Variables the runtime defines itself, whatever the environment says: the trees of
+#: the interpreter that runs the program, so that a rule naming a file there holds for a
+#: venv or an interpreter installed elsewhere (another user, another machine). The
+#: environment cannot set them: a rule written with one must mean the interpreter.
+RUNTIME_VARIABLES = ("PYSB_PREFIX", "PYSB_BASE_PREFIX")
+
+
+def runtime_variables() -> dict[str, str]:
+    """``PYSB_PREFIX`` (the venv, or the interpreter's prefix when there is none) and
+    ``PYSB_BASE_PREFIX`` (the interpreter's installation), as real paths."""
+    import os
+    import sys
+
+    return {
+        "PYSB_PREFIX": os.path.realpath(sys.prefix),
+        "PYSB_BASE_PREFIX": os.path.realpath(sys.base_prefix),
+    }
+
+
+def with_runtime_variables(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the runtime's own variables (see ``RUNTIME_VARIABLES``) over it."""
+    return {**env, **runtime_variables()}
+
+
 class ExpansionError(ValueError):
     """A ``${...}`` reference is malformed; the message names it."""
 

@@ -20,6 +20,7 @@ from pysandboxes._policy.model import (
     UnenvRule,
 )
 from pysandboxes._policy.registry import CATEGORIES, SENSITIVE_FUNCTIONS
+from pysandboxes._policy.view import link_chain
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -88,14 +89,21 @@ def expose_rule(builder: Builder, rule: RawRule) -> None:
     # /proc/self names the sandboxed process, not the one reading the rules.
     path = written if _is_proc_self(written) else os.path.realpath(written)
     is_dir = os.path.isdir(path)
+    made = False
     if not os.path.exists(path):
         missing = _missing_exposure(builder, rule, written)
         if missing is None:
             return
         path, is_dir = missing, expanded.endswith("/")  # "./out/": a directory to make
-    builder.add("expose", ExposeRule(path, rule.key == "expose-rw", is_dir, origin))
+        made = is_dir
+    builder.add("expose", ExposeRule(path, rule.key == "expose-rw", is_dir, origin, made))
     if path != written:
         builder.add("expose-links", (written, origin))
+        # The links on the way are names of the file too (os.path.realpath reads each,
+        # a mount view must show them): readable, never writable, as the file's own
+        # rule is the one to change it.
+        for link in link_chain(written):
+            builder.add("expose", ExposeRule(link, False, False, origin))
 
 
 def _missing_exposure(builder: Builder, rule: RawRule, written: str) -> str | None:

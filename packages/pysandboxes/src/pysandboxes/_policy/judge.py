@@ -114,10 +114,10 @@ class FileJudge:
         return path in self._protected or path in self._protected_parents
 
     def link_replaces(self, path: str) -> ExposeRule | None:
-        """The file rule a link made at ``path`` would replace, if any: its next run would
-        follow the link to its target."""
+        """The file rule, or directory rule to make, that a link made at ``path`` would
+        replace, if any: its next run would follow the link to its target."""
         rule = self._exposures.get(path)
-        if rule is None or rule.is_dir:
+        if rule is None or (rule.is_dir and not rule.writable):
             return None
         parent = self.exposure(path.rpartition("/")[0] or "/")
         return rule if parent is None or not parent.writable else None
@@ -126,6 +126,15 @@ class FileJudge:
         """The ``ignore=`` rule whose matches below ``source`` a rename to ``target``
         could take out of it, if any (real paths; see ``globs.Below.keeps``)."""
         return next((r for r, below in self._below if not below.keeps(source, target)), None)
+
+    def exposed_entries(self, directory: str) -> frozenset[str]:
+        """The names in ``directory`` that are exposures or lead to one."""
+        prefix = directory.rstrip("/") + "/"
+        return frozenset(
+            path[len(prefix) :].partition("/")[0]
+            for path in self._exposures
+            if path.startswith(prefix)
+        )
 
     def leads_to_exposure(self, path: str) -> bool:
         """Whether ``path`` is a directory above an exposure (its existence is no secret)."""
@@ -158,7 +167,9 @@ class FileJudge:
                 # The exposed path itself is an entry of its parent: replacing it (by a
                 # symlink, say) would change what the rule names on the next run.
                 parent = self.exposure(path.rpartition("/")[0] or "/")
-                if (parent is None or not parent.writable) and not _creatable(rule):
+                if (parent is None or not parent.writable) and not (
+                    _creatable(rule) or _makeable(rule, access)
+                ):
                     return Verdict(False, rule.origin, hidden=False, fix=EXPOSURE_ROOT)
             own_file = path == rule.path and _creatable(rule)  # nothing below a file
             if (
@@ -178,6 +189,14 @@ def _creatable(rule: ExposeRule) -> bool:
     link made there is refused by the file guard (see ``link_replaces``), so the
     name still means a file of the program's on the next run."""
     return rule.writable and not rule.is_dir
+
+
+def _makeable(rule: ExposeRule, access: Access) -> bool:
+    """Whether the program may make the directory ``rule`` names (``expose-rw=./out/``
+    in a clean checkout). By ``mkdir`` only: a link or a rename there would let the next
+    run's rule follow it (the file guard refuses both, see ``link_replaces``); and never
+    remove it, after which one could be made."""
+    return rule.made and rule.writable and access is Access.CREATE
 
 
 #: Where POSIX semaphores and shared memory live, under names made up per run.

@@ -93,12 +93,18 @@ def access_named(value: str) -> Access:
 
 @record
 class ExposeRule:
-    """``expose-ro=`` / ``expose-rw=``: a directory tree or a single file made visible."""
+    """``expose-ro=`` / ``expose-rw=``: a directory tree or a single file made visible.
+
+    Attributes:
+        made: a directory the program makes (``expose-rw=./out/``, missing when the rules
+            were read): the program may make it, by ``mkdir`` only.
+    """
 
     path: str
     writable: bool
     is_dir: bool
     origin: Origin
+    made: bool = False
 
 
 @record

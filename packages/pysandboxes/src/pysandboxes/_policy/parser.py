@@ -13,7 +13,7 @@ import sys
 
 from pysandboxes._policy import auditkeys, families, partialkeys
 from pysandboxes._policy.builder import Builder
-from pysandboxes._policy.expand import has_reference
+from pysandboxes._policy.expand import has_reference, with_runtime_variables
 from pysandboxes._policy.families import FOREIGN_PROVIDERS as FOREIGN_PROVIDERS
 from pysandboxes._policy.families import PROVIDER_OPTIONS as PROVIDER_OPTIONS
 from pysandboxes._policy.families import PROVIDERS as PROVIDERS
@@ -91,7 +91,7 @@ def parse_policy(
         ConfigSyntaxError: with every problem of every file, sorted by file and line.
     """
     cwd = os.path.abspath(cwd if cwd is not None else os.getcwd())
-    host_env = os.environ if env is None else env
+    host_env = with_runtime_variables(os.environ if env is None else env)
     reader = LineReader(cwd, host_env, platform, _pyproject_rule_lines)
     builder = Builder(cwd, host_env, resolve_host)
     raw = list(reader.extra(list(extra_rules)))

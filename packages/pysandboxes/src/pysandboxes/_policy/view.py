@@ -155,11 +155,38 @@ def exposures(
     implicit += [ExposeRule(path, False, False, _PROGRAM) for path in program]
     executable = os.path.realpath(sys.executable)
     implicit.append(ExposeRule(executable, False, False, _PYTHON))
+    # Each link on the way to it (a venv's bin/python -> python3 -> python3.11) is its
+    # name too: os.path.realpath(sys.executable), platform and sysconfig read them.
+    names = {*link_chain(sys.executable), *link_chain(getattr(sys, "_base_executable", ""))}
+    implicit += [ExposeRule(name, False, False, _PYTHON) for name in sorted(names)]
+    if sys.prefix != sys.base_prefix:  # a venv: the file that makes it one, read at start
+        implicit.append(ExposeRule(venv_config(), False, False, _PYTHON))
     # A shared build: programs the sandbox may start (sys.executable again) load it too.
     implicit += [ExposeRule(path, False, False, _PYTHON) for path in interpreter_libraries()]
     # The rules come after the implicit grants: a rule on the same path decides.
     by_path = {rule.path: rule for rule in (*implicit, *implicit_rules, *policy.expose)}
     return list(by_path.values())
+
+
+def venv_config() -> str:
+    """The ``pyvenv.cfg`` of the running venv, by its real path."""
+    return os.path.join(os.path.realpath(sys.prefix), "pyvenv.cfg")
+
+
+def link_chain(path: str) -> list[str]:
+    """The symbolic links ``path`` goes through to its file, each spelled with its
+    directory resolved (as the guards judge a link's own name), in order."""
+    links: list[str] = []
+    current = os.path.abspath(path) if path else ""
+    while current and len(links) < 40:  # the kernel's own limit on a chain
+        here = os.path.join(os.path.realpath(os.path.dirname(current)), os.path.basename(current))
+        try:
+            target = os.readlink(here)
+        except OSError:
+            break  # not a link (or gone): the chain ends at its file
+        links.append(here)
+        current = os.path.normpath(os.path.join(os.path.dirname(here), target))
+    return links
 
 
 def plan_for(
@@ -177,7 +204,7 @@ def plan_for(
     """
     from pysandboxes._policy.confinement import compile_plan
 
-    venv = [os.path.join(sys.prefix, "pyvenv.cfg")] if sys.prefix != sys.base_prefix else []
+    venv = [venv_config()] if sys.prefix != sys.base_prefix else []
     files = [*venv, *also_read]
     seen = exposures(policy, implicit_rules, roots, program)
     return compile_plan(policy, seen, tempdir, files)

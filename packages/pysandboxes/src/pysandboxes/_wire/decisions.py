@@ -34,9 +34,11 @@ FORMAT = 1
 KINDS: dict[str, frozenset[str]] = {
     "file": frozenset({"read", "write", "create", "delete", "execute"}),
     "env": frozenset({"read"}),
-    "net": frozenset({"IN", "OUT"}),
+    # "probe": a bind to any free port whose failure its caller catches (see _host.auditlog).
+    "net": frozenset({"IN", "OUT", "probe"}),
     "lookup": frozenset({"OUT"}),
-    "import": frozenset({"module", "native"}),
+    # "fallback": a native module refused, whose importer goes on without it.
+    "import": frozenset({"module", "native", "fallback"}),
     "call": frozenset({"*"}),
     "eval": frozenset({"*"}),
 }

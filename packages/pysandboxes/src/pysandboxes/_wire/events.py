@@ -16,7 +16,8 @@ from pysandboxes._record import record
 
 #: The families of events, and the ``access`` values each accepts.
 FAMILIES: dict[str, frozenset[str]] = {
-    "file": frozenset({"read", "write", "create", "delete", "execute", "list"}),
+    # "link": a symbolic link the program named a file by (learned with its file).
+    "file": frozenset({"read", "write", "create", "delete", "execute", "list", "link"}),
     "env": frozenset({"read"}),
     "net": frozenset({"IN", "OUT"}),
     "lookup": frozenset({"OUT"}),

@@ -32,6 +32,7 @@ from pysandboxes._host.learning.places import (
     sensitive_directories,
     system_tree,
 )
+from pysandboxes._policy.expand import RUNTIME_VARIABLES
 from pysandboxes._policy.judge import SHARED_MEMORY
 from pysandboxes._record import record
 
@@ -93,7 +94,11 @@ def display_path(path: str, context: Context) -> str:
         return "./" + path[len(base) + 1 :]
     for name, value in context.variables:
         value = value.rstrip("/")
-        if value and (path == value or path.startswith(value + "/")) and "}" not in value:
+        if not value or value == "/" or not (path == value or path.startswith(value + "/")):
+            continue
+        if name in RUNTIME_VARIABLES:  # always defined, by the runtime itself
+            return "${" + name + "}" + path[len(value) :]
+        if "}" not in value:
             # With the value as default: an unset variable must not leave "/..." behind
             # ("${VIRTUAL_ENV}/bin" would grant /bin on a run without the venv).
             return "${" + name + ":-" + value + "}" + path[len(value) :]
@@ -118,6 +123,7 @@ class _Grants:
         self.skipped: list[str] = []
         self.beside: set[str] = set()  # files granted one by one beside a rule file
         self.made: set[str] = set()  # directories the program made: "./out/" (see below)
+        self.links: dict[str, Event] = {}  # links the program named files by (see link)
 
     def grant(self, path: str, writable: bool, event: Event, count: int = 0) -> None:
         known = self.paths.get(path)
@@ -126,16 +132,37 @@ class _Grants:
         else:
             self.paths[path] = (writable or known[0], known[1], max(count, known[2]))
 
+    def link(self, event: Event) -> None:
+        """A symbolic link the program named a file by: read-only, by its own name (its
+        directory resolved), so that the next run finds the file by that name too. The
+        file itself is learned by its own event, and judged where it leads."""
+        name = os.path.join(
+            os.path.realpath(os.path.dirname(event.name)), os.path.basename(event.name)
+        )
+        if not os.path.islink(name):
+            return
+        if name not in self.paths:
+            self.links[name] = event
+
     def closed(self, directory: str) -> bool:
         """Whether ``directory`` is never granted writable: its files are, one by one."""
         return directory in self.sensitive or directory in self.holders
 
     def add(self, event: Event) -> None:
+        if event.access == "link":
+            self.link(event)
+            return
         # Judged and written as the kernel resolves it: a link the program planted
         # ("data" -> "/") must not make an innocent-looking rule grant its target.
         path = os.path.realpath(event.name)
         if "/__pycache__" in path:
             return  # the import system's cache, which may fail freely
+        # A file of /sys read (pandas reads the cgroup's CPU quota) is the same file on
+        # the next run, and granted alone; /proc names the learning run's processes.
+        readable_sys = path.startswith("/sys/") and event.access == "read"
+        if readable_sys and os.path.isfile(path):
+            self.grant(path, False, event)
+            return
         if path in self.context.rule_files or path.startswith(("/proc/", "/sys/")):
             self.skipped.append(f"{path}: {event.access} not learned (system or rule file)")
             return
@@ -230,6 +257,11 @@ def file_rules(events: Sequence[Event], context: Context) -> tuple[list[FileRule
         if count:
             note = f"{count} files below it {'used' if writable else 'read'}, first {note}"
         rules.append(FileRule(line, note, event.where, secret_file(path, context), count))
+    for link, event in sorted(grants.links.items()):
+        if _covered(link, False, paths) or unsafe_path(link) or secret_file(link, context):
+            continue
+        line = f"expose-ro={display_path(link, context)}"
+        rules.append(FileRule(line, "a link to a file read by", event.where))
     return rules, grants.skipped
 
 

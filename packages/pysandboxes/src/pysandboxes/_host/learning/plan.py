@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 
+from pysandboxes._policy.expand import runtime_variables
 from pysandboxes._policy.globs import name_matches
 from pysandboxes._record import record
 from pysandboxes._wire.spec import LearnSpec
@@ -85,7 +86,10 @@ def make_plan(
     start: str = "template",
 ) -> Plan:
     """The plan of a learning run, from the launcher's knowledge of the host."""
-    variables = tuple((n, env[n]) for n in _PATH_VARIABLES if env.get(n, "").startswith("/"))
+    # The runtime's own first: they always mean this interpreter's trees, for anyone.
+    runtime = sorted(runtime_variables().items(), key=lambda pair: -len(pair[1]))
+    host = [(n, env[n]) for n in _PATH_VARIABLES if env.get(n, "").startswith("/")]
+    variables = tuple([*runtime, *host])
     home = env.get("HOME", "")
     return Plan(
         fd,

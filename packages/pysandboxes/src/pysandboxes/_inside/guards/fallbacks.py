@@ -27,19 +27,33 @@ _CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseExc
 _PASSED = (*OWN_DIRS, "<pysandboxes ", "<frozen importlib.")
 
 
+#: The exceptions an ``except`` may name to catch a refused bind (a probe for IPv6).
+_OS_CAUGHT = frozenset({"OSError", "PermissionError", "error", "Exception", "BaseException"})
+
+
 def import_falls_back() -> bool:
     """Whether the code that asked for the import under way catches its failure."""
+    return _caller_catches(_CAUGHT)
+
+
+def failure_caught() -> bool:
+    """Whether the code behind the call under way (a bind) catches an ``OSError`` from it:
+    a probe, such as urllib3 binding ``::1`` port 0 to learn whether IPv6 works."""
+    return _caller_catches(_OS_CAUGHT)
+
+
+def _caller_catches(names: frozenset[str]) -> bool:
     frame = current_frame()
     for _ in range(64):
         if frame is None:
             return False
         if not frame.f_code.co_filename.startswith(_PASSED):
-            return _caught(frame.f_code, frame.f_lasti)
+            return _caught(frame.f_code, frame.f_lasti, names)
         frame = frame.f_back
     return False
 
 
-def _caught(code: CodeType, lasti: int) -> bool:
+def _caught(code: CodeType, lasti: int, names: frozenset[str]) -> bool:
     """Whether the handler of the ``try`` around ``lasti`` names an import failure."""
     try:
         bytecode: Any = dis.Bytecode(code)  # exception_entries: 3.11 and later
@@ -52,8 +66,8 @@ def _caught(code: CodeType, lasti: int) -> bool:
                 continue
             if instruction.opname == "RERAISE":
                 return False  # no clause matched: the failure goes on
-            if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME") and (
-                instruction.argval in _CAUGHT
+            if instruction.opname in ("LOAD_GLOBAL", "LOAD_NAME", "LOAD_ATTR") and (
+                instruction.argval in names
             ):
                 return True
     except Exception:  # an unreadable code object: learn the grant

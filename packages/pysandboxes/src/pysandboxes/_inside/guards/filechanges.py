@@ -108,6 +108,7 @@ class ChangeEvents:
         target = self._new_name(dst, "os.rename", dst_dir_fd)
         if source is None or target is None:
             return
+        self._refuse_in_made_directory(target, dst, "os.rename")
         carried = self.judge.carries_ignored(source, target)
         if carried is not None:
             # Renamed, its files would no longer match the pattern: out of ignore=.
@@ -121,7 +122,8 @@ class ChangeEvents:
         # A hard link is another name for the same file: writing through it writes the
         # source, so the source must be writable, not only readable.
         self.check(src, _WRITE, "os.link", src_dir_fd)
-        self._new_name(dst, "os.link", dst_dir_fd)
+        target = self._new_name(dst, "os.link", dst_dir_fd)
+        self._refuse_in_made_directory(target, dst, "os.link")
 
     def _symlink_event(self, args: tuple[Any, ...]) -> None:
         self.forget()
@@ -133,6 +135,16 @@ class ChangeEvents:
             verdict = Verdict(False, replaced.origin, hidden=False, fix=EXPOSURE_ROOT)
             self.enforcer.refuse_file(
                 FileAccess(exact_path(args[1]) or real, real, _CREATE, "os.symlink"), verdict
+            )
+
+    def _refuse_in_made_directory(self, real: str | None, named: object, api: str) -> None:
+        """A directory to make (``expose-rw=./out/``) is made by mkdir: renamed or linked
+        there, a link (or a folder holding one) would be what the next run's rule names."""
+        replaced = self.judge.link_replaces(real) if real is not None else None
+        if real is not None and replaced is not None and replaced.is_dir:
+            verdict = Verdict(False, replaced.origin, hidden=False, fix=EXPOSURE_ROOT)
+            self.enforcer.refuse_file(
+                FileAccess(exact_path(named) or real, real, _CREATE, api), verdict
             )
 
     def _new_name(self, path: object, api: str, dir_fd: object) -> str | None:

@@ -8,10 +8,13 @@ event, so the stand-in keeps no ``DirEntry`` the program could call.
 
 from __future__ import annotations
 
+import os as _os
 import sys
 from os import fspath as _fspath
 from stat import S_ISDIR, S_ISREG
 
+from pysandboxes._inside.guards.askers import OWN_DIRS
+from pysandboxes._inside.guards.audit import WRAPPER_FILE, current_frame
 from pysandboxes._inside.guards.values import plain_bytes, plain_int, plain_str
 
 TYPE_CHECKING = False
@@ -114,6 +117,54 @@ class _LinkEntry:
 
 #: The kind of a judged name (``workdir.Seen``) whose listing shows every entry.
 LISTED = "listed"
+#: Directories listed before the walls (the program's, an editable project's: see
+#: ``_inside.listings``), by path, with what their listing shows: the entries the rules
+#: expose. The import system's listing of one (``importlib.metadata``'s) is answered
+#: from it rather than refused: the kernel may not list them, and their exposed entries
+#: are no secret.
+PRELISTED: dict[str, Callable[[], list[str]]] = {}
+
+
+#: The code that finds modules and their metadata for the program (``importlib.metadata``
+#: lists each directory of ``sys.path`` for ``*.dist-info``).
+_IMPORT_SYSTEM = (
+    *(
+        f"{_os.path.dirname(_os.__file__)}/{name}"
+        for name in ("importlib/", "pkgutil.py", "site.py")
+    ),
+    "<frozen importlib.",
+    "<frozen zipimport",
+)
+
+
+def _asked_by_import_system() -> bool:
+    """Whether the listing under way is the import system's, not the program's own: the
+    program's own gets the refusal and the rule that would allow it. (A program naming
+    its code after importlib gets no more than the exposed entries either way.)"""
+    frame = current_frame()
+    for _ in range(64):
+        if frame is None:
+            return False
+        name = frame.f_code.co_filename
+        if not name.startswith((*OWN_DIRS, WRAPPER_FILE, "<pysandboxes ")):
+            return name.startswith(_IMPORT_SYSTEM)
+        frame = frame.f_back
+    return False
+
+
+def _prelisted(path: object) -> Callable[[], list[str]] | None:
+    if not PRELISTED or not (path is None or type(path) is str):
+        return None
+    if not _asked_by_import_system():
+        return None
+    from posix import getcwd
+    from posixpath import join, normpath
+
+    try:
+        full = normpath(join(getcwd(), path or "."))
+    except OSError:
+        return None
+    return PRELISTED.get(full)
 
 
 def listdir_before(known: Callable[[str, object], bool]) -> Callable[..., Call]:
@@ -125,6 +176,9 @@ def listdir_before(known: Callable[[str, object], bool]) -> Callable[..., Call]:
         path = path_arg(path)
         if type(path) is str and known(path, LISTED):
             return (None, (path,), {}, None)
+        shown = _prelisted(path)
+        if shown is not None:
+            return (shown, (), {}, None)
 
         def after(names: Any, error: BaseException | None) -> Any:
             if error is None:
