@@ -208,6 +208,14 @@ def test_a_click_command_line(corpus: Corpus) -> None:
         "click_cli", "cli.py", "greet", "--name", "Ada", "--count", "2"
     )
     outcome.check(EXPECTED["click_cli"])
+    # The rules learned from one command serve its --help too, in every replay's copy.
+    plain = Runner([sys.executable], corpus.root / "plain" / "click_cli")("cli.py", "--help")
+    assert "greet" in plain.stdout
+    for provider in corpus.providers:
+        copy = corpus.root / "elsewhere" / provider / "checkout" / "click_cli"
+        shown = Runner([corpus.python_sb], copy)("cli.py", "--help", env={"OS_SANDBOX": provider})
+        assert shown.stdout == plain.stdout, shown.stderr
+        assert "refused" not in shown.stderr, shown.stderr
 
 
 def test_a_numpy_scipy_sympy_pandas_calculator(corpus: Corpus) -> None:
