@@ -87,6 +87,75 @@ def test_cant_use_the_applications_inherited_descriptors(
     ]
 
 
+NATIVE_CONNECT = """
+import ctypes, errno
+def connect(path):
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.socket(1, 1, 0)  # AF_UNIX, SOCK_STREAM: C, which the Python layer does not see
+    if fd < 0:
+        return errno.errorcode[ctypes.get_errno()]
+    raw = path.encode()
+    address = ctypes.create_string_buffer((1).to_bytes(2, "little") + raw, 110)
+    if libc.connect(fd, address, 110) < 0:
+        return errno.errorcode[ctypes.get_errno()]
+    libc.send(fd, b"FROM-SANDBOX", 12, 0)
+    return "connected"
+"""
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_cant_reach_the_applications_unix_sockets_from_native_code(
+    app: App, tmp_path: Path, provider: str
+) -> None:
+    # The application's ssh agent, its database's socket: with a writable exposure the
+    # child may make AF_UNIX sockets, and only the broker judges where they connect.
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider}: {reason}")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (app.project / "data").mkdir()
+    (app.project / ".py-sandboxes").write_text(
+        "python-import=ctypes, errno\npython-api=ALLOW:native\nexpose-rw=./data\n"
+        f"os-sandbox={provider}\n"
+    )
+    result = app.run(
+        f"""
+        import socket, threading
+        import tools
+        from pysandboxes import sandboxes
+        servers, got = [], []
+        for path in ({str(outside / "agent.sock")!r}, "data/mine.sock"):
+            server = socket.socket(socket.AF_UNIX)
+            server.bind(path)
+            server.listen()
+            servers.append(server)
+        def serve(server):
+            while True:
+                connection, _ = server.accept()
+                got.append((server.getsockname().rpartition("/")[2], connection.recv(20)))
+        for server in servers:
+            threading.Thread(target=serve, args=(server,), daemon=True).start()
+        print("control", tools.plain({str(outside / "agent.sock")!r}))
+        with sandboxes():
+            print("host", tools.connect({str(outside / "agent.sock")!r}))
+            print("exposed", tools.connect("data/mine.sock"))
+        import time
+        time.sleep(0.3)
+        print(sorted(got))
+        """,
+        f"from pysandboxes import sandbox\n{NATIVE_CONNECT}\nplain = connect\n"
+        "connect = sandbox(connect)\n",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "control connected",
+        "host EACCES" if provider != "bwrap" else "host ENOENT",
+        "exposed connected",
+        "[('agent.sock', b'FROM-SANDBOX'), ('mine.sock', b'FROM-SANDBOX')]",
+    ]
+
+
 # -- the reply budget: shared references are charged at every use ------------------------
 
 #: One dict of 30,000 keys, which a hostile reply refers to 600 (or 500) times.

@@ -54,6 +54,8 @@ def command_for(
         program.append(os.path.realpath(os.path.join(cwd, spec.program.target)))
     elif spec.program.kind == "module":
         program += module_files(spec.program.target, [cwd, *search])
+    if spec.serve is not None:  # partial mode: the modules of the @sandbox functions
+        program += spec.serve.files
     roots = interpreter_roots(search)
     plan = plan_for(spec.policy, spec.implicit, spec.tempdir, roots, program)
     options = {o.option: o.value for o in spec.policy.provider_options if o.provider == "bwrap"}

@@ -331,10 +331,16 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
     except BaseException:
         remove_tree(spec.tempdir or "")
         raise
+    from pysandboxes._host.brokering import broker_argument, start_broker
+
+    spec, broker = start_broker(spec)
     keep: set[int] = {spec.learning.event_fd} if spec.learning is not None else set()
     if audit is not None:
         keep |= {audit.read_fd, audit.child_fd, audit.log_fd} - {-1}
         os.set_inheritable(audit.child_fd, True)  # the child's alone: closed once it runs
+    if broker is not None:
+        keep |= {broker.ours, broker.theirs}
+        os.set_inheritable(broker.theirs, True)
     keep_only_standard_streams(keep)
     if learning is not None or spec.provider != "none":
         from pysandboxes._host.waiter import adopt_orphans
@@ -356,12 +362,15 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
             learning.close_child_end()
         if audit is not None:
             audit.close_child_end()
+        if broker is not None:
+            broker.close_child_end()
     package_parent = _PACKAGE_PARENT
     relay = RELAY.get(spec.provider, "")
     # Made once the child runs, so that it never holds it: the waiter's copy of the rules.
     watch_fd = watch_descriptor(watch)
     argv = [sys.executable, "-I", "-S", "-c", WAITER.format(path=package_parent), str(pid), tempdir]
     argv += [spec.provider, str(watch_fd), audit.argument() if audit is not None else "-"]
+    argv.append(broker_argument(broker, spec) if broker is not None else "-")
     if audit is not None:  # the waiter writes the log: it gets the pipe and the log
         for fd in (audit.read_fd, audit.log_fd):
             if fd >= 0:
@@ -387,6 +396,8 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
 
         collector = Collector(learning.read_fd)
     writer = audit.writer("complete") if audit is not None else None
+    if broker is not None:
+        broker.serve(spec, pid)
     status = wait(pid, relay)
     refusal = conclude_run(watch)
     if audit is not None and writer is not None:

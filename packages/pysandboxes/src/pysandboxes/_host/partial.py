@@ -25,6 +25,7 @@ import sys
 import threading
 
 from pysandboxes._host.auditlog import start_audit
+from pysandboxes._host.brokering import start_broker
 from pysandboxes._host.lifeline import Lifeline, Tail, kill_group, reap
 from pysandboxes._host.output import Untagged
 from pysandboxes._wire import frames
@@ -91,6 +92,7 @@ class Child:
         objects = self.objects or learning is not None
         serving = ServeSpec(theirs.fileno(), workers, files, path, modules=names, objects=objects)
         spec = replace(spec, serve=serving)
+        spec, broker = start_broker(spec)
         errors_read, errors_write = os.pipe()
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -108,6 +110,8 @@ class Child:
                 self.lifeline.inheritable(True)
                 if self._audit is not None:
                     os.set_inheritable(self._audit.child_fd, True)
+                if broker is not None:
+                    os.set_inheritable(broker.theirs, True)
                 try:
                     self.pid = spawn(
                         spec,
@@ -121,13 +125,20 @@ class Child:
                     theirs.close()
                     os.close(errors_write)
                     self.lifeline.inheritable(False)
+                    if broker is not None:
+                        broker.close_child_end()
                 self.lifeline.arm(self.pid, spec.tempdir)
+                if broker is not None:
+                    broker.serve(spec, self.pid)
         except BaseException:
             if self.pid:  # started, but not tied to this process: not left running
                 kill_group(self.pid)
                 os.waitpid(self.pid, 0)
             os.close(errors_read)
             ours.close()
+            if broker is not None:
+                broker.close_child_end()
+                os.close(broker.ours)
             self.lifeline.release()
             self._remove_tempdir()
             raise

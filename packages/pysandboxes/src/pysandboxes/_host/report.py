@@ -236,6 +236,7 @@ def _net_kernel(
 
 def _unix_sockets_row(policy: Policy, host: _Host) -> LayerRow:
     from pysandboxes._kernel.seccomp import UNJUDGED_UNIX_SOCKETS
+    from pysandboxes._kernel.unixbroker import unavailable_reason as broker_reason
     from pysandboxes._policy.confinement import may_use_unix_sockets
 
     python = "connecting needs write access to the socket file" if host.python else NO
@@ -243,6 +244,9 @@ def _unix_sockets_row(policy: Policy, host: _Host) -> LayerRow:
         kernel, note = "seccomp filter: no AF_UNIX socket is made (stream socketpair only)", ""
     elif host.provider == "bwrap":
         kernel, note = "bwrap mount view: only exposed socket files exist", ""
+    elif host.provider in ("landlock", "unshare") and host.seccomp and not broker_reason():
+        kernel = "seccomp socket broker: the trusted side judges each address"
+        note = "abstract socket names are refused to native code"
     else:
         kernel, note = NO, UNJUDGED_UNIX_SOCKETS if host.seccomp else "native code reaches them"
     return LayerRow(

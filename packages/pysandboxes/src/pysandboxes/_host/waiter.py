@@ -61,8 +61,8 @@ def main() -> None:
     """Entry point after ``exec``: ``argv`` is the child's pid, the temporary dir, the
     provider (how signals are relayed: ``RELAY``), the descriptor of the rules' snapshot
     (``-``: none, see ``_host.rulewatch``), the decision log (``-``: none, see
-    ``_host.auditlog``), then the plan of a learning run when there is one (see
-    ``_host.learning.conclude``)."""
+    ``_host.auditlog``), the socket broker (``-``: none, see ``_host.unixbroker``), then
+    the plan of a learning run when there is one (see ``_host.learning.conclude``)."""
     pid, tempdir, provider, watch = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     audit, writer = None, None
     if sys.argv[5] != "-":  # the decision log (see _host.auditlog): read as it comes
@@ -78,7 +78,11 @@ def main() -> None:
 
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     snapshot = _read_all(int(watch)) if watch != "-" else b""
-    if len(sys.argv) < 7:
+    if sys.argv[6] != "-":  # AF_UNIX addresses, judged here (see _host.unixbroker)
+        from pysandboxes._host.brokering import serve_argument
+
+        serve_argument(sys.argv[6], pid)
+    if len(sys.argv) < 8:
         status = wait(pid, relay)
         conclude_run(snapshot)
         if audit is not None and writer is not None:
@@ -87,7 +91,7 @@ def main() -> None:
     from pysandboxes._host.learning.conclude import Collector, conclude, show
     from pysandboxes._host.learning.plan import parse_plan
 
-    plan = parse_plan(sys.argv[6])
+    plan = parse_plan(sys.argv[7])
     collector = Collector(plan.fd)  # events are read as they come: a SIGKILL loses none
     status = wait(pid, relay)
     refusal = conclude_run(snapshot)

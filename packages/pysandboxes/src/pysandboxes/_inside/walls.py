@@ -68,6 +68,12 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
         from pysandboxes._kernel.seccomp import add_to
 
         layer = add_to(layer, plan)
+        if spec.broker_fd >= 0:
+            # AF_UNIX addresses, which Landlock cannot judge: the trusted side's broker.
+            from pysandboxes._kernel.unixbroker import hand_over
+
+            hand_over(spec.broker_fd)
+            layer = layer.brokered()
         return in_namespaces(spec.provider, plan, layer) if namespaced else layer
     finally:
         # The binding's ctypes must not stay imported: a cached module skips the import

@@ -243,10 +243,10 @@ def program(machine: str, *, unix_sockets: bool = True, listen: bool = True) -> 
     steps.append(("return", _ALLOW))
     steps += [(allow,), ("return", _ALLOW), (refuse,), ("return", _REFUSE)]
     steps += [(absent,), ("return", _ABSENT)]
-    return _assemble(steps)
+    return assemble(steps)
 
 
-def _assemble(steps: list[tuple[object, ...]]) -> bytes:
+def assemble(steps: list[tuple[object, ...]]) -> bytes:
     """Classic BPF from named steps; a one-element step is a label for the next one."""
     labels: dict[object, int] = {}
     instructions: list[tuple[object, ...]] = []

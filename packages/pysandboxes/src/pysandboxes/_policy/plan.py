@@ -121,6 +121,12 @@ class AppliedLayer:
             self.skipped,
         )
 
+    def brokered(self) -> AppliedLayer:
+        """This layer, with AF_UNIX addresses judged by the trusted side's broker."""
+        missing = tuple((c, why) for c, why in self.missing if c != UNIX_SOCKETS)
+        enforced = tuple(dict.fromkeys((*self.enforced, UNIX_SOCKETS)))
+        return AppliedLayer(self.provider, self.abi, enforced, missing, self.skipped)
+
     def with_missing(self, concern: str, reason: str) -> AppliedLayer:
         """This layer, with ``concern`` not enforced, for ``reason``."""
         return AppliedLayer(

@@ -179,6 +179,8 @@ class LaunchSpec:
             the trusted side; the child applies Landlock itself when it is ``landlock``.
         serve: set in partial mode (see ``ServeSpec``).
         audit: set when the run keeps a decision log (see ``AuditSpec``).
+        broker_fd: the socket broker's channel (``_kernel.unixbroker``), ``-1`` when
+            the run has no broker.
     """
 
     policy: Policy
@@ -194,6 +196,7 @@ class LaunchSpec:
     startup_flags: tuple[str, ...] = ()
     serve: ServeSpec | None = None
     audit: AuditSpec | None = None
+    broker_fd: int = -1
 
 
 def named_descriptors(spec: LaunchSpec) -> tuple[int, ...]:
@@ -202,6 +205,7 @@ def named_descriptors(spec: LaunchSpec) -> tuple[int, ...]:
     named = [spec.serve.fd if spec.serve is not None else -1]
     named.append(spec.audit.fd if spec.audit is not None else -1)
     named.append(spec.learning.event_fd if spec.learning is not None else -1)
+    named.append(spec.broker_fd)
     return tuple(fd for fd in named if fd > 2)
 
 
