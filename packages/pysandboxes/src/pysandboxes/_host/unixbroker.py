@@ -36,6 +36,8 @@ MAX_ADDRESS = 128
 MAX_DATA = 1 << 20
 MAX_VECTORS = 1024
 MAX_CONTROL = 4096
+#: The most calls answered at once: what the sandbox can make this side hold.
+MAX_CALLS = 32
 _RECV, _SEND = 0xC0502100, 0xC0182101  # SECCOMP_IOCTL_NOTIF_RECV, _SEND
 #: struct seccomp_notif (id, pid, flags, then seccomp_data: nr, arch, ip, args[6]) and
 #: struct seccomp_notif_resp (id, val, error, flags).
@@ -57,6 +59,7 @@ class SocketBroker:
         calls = CALLS[os.uname().machine]
         self._calls = calls
         self._libc = _libc()
+        self._running = threading.BoundedSemaphore(MAX_CALLS)
         self._handlers = {
             calls.connect: self._connect,
             calls.sendto: self._sendto,
@@ -88,7 +91,9 @@ class SocketBroker:
                         continue
                     return  # ENOENT: no process of the sandbox is left
                 notification = _NOTIFICATION.unpack(buffer.raw)
-                # A call may wait (a full datagram queue, a slow server): each its thread.
+                # A call may wait (a full datagram queue, a slow server): each its thread,
+                # at most MAX_CALLS at once (the sandbox's next calls wait for one).
+                self._running.acquire()
                 threading.Thread(
                     target=self._answer, args=(listener, notification), daemon=True
                 ).start()
@@ -128,16 +133,19 @@ class SocketBroker:
             handler = self._handlers.get(number)
             if handler is None:
                 raise OSError(errno.EPERM, "not a brokered call")
-            with _Pidfd(self._libc, self._calls, _thread_group(pid)) as pidfd:
+            memory = _Memory(pid, _thread_group(pid))
+            with _Pidfd(self._libc, self._calls, memory.process) as pidfd:
                 sock = pidfd.take(arguments[0])
                 try:
-                    value = handler(_Memory(pid), sock, arguments)
+                    value = handler(memory, sock, arguments)
                 finally:
                     os.close(sock)
         except OSError as exc:
             error = -(exc.errno or errno.EPERM)
-        except Exception:
+        except Exception:  # fail closed: nothing unexpected goes through
             error = -errno.EPERM
+        finally:
+            self._running.release()
         response = ctypes.create_string_buffer(_RESPONSE.pack(identifier, value, error, 0))
         self._libc.ioctl(listener, _SEND, response)  # a call interrupted meanwhile: ENOENT
 
@@ -209,7 +217,7 @@ class SocketBroker:
                 raise OSError(errno.EPERM, "only descriptors may be passed")
             payload = raw[offset + _CMSG.size : offset + size]
             numbers = struct.unpack(f"={len(payload) // 4}i", payload[: len(payload) // 4 * 4])
-            with _Pidfd(self._libc, self._calls, memory.pid) as pidfd:
+            with _Pidfd(self._libc, self._calls, memory.process) as pidfd:
                 mine = [pidfd.take(n) for n in numbers]
             taken.extend(mine)
             body = struct.pack(f"={len(mine)}i", *mine)
@@ -315,10 +323,12 @@ class _Named:
 
 
 class _Memory:
-    """The memory of one sandboxed thread, read and written through ``/proc``."""
+    """The memory of one sandboxed thread, read and written through ``/proc``; and its
+    process (``process``), whose descriptors the call names."""
 
-    def __init__(self, pid: int) -> None:
+    def __init__(self, pid: int, process: int) -> None:
         self.pid = pid
+        self.process = process
 
     def read(self, where: int, length: int, most: int) -> bytes:
         if length > most:
