@@ -226,10 +226,60 @@ def test_cant_retarget_a_link_on_the_way_to_the_rule_file_natively(
     (project / "conf" / "v2").rmdir()
     result = sb("app.py")
     output = result.stdout + result.stderr
-    assert os.readlink(project / "conf" / "current") == "v1", output
-    if result.stdout != "REFUSED\n":  # a kernel layer kept the link: nothing to set back
+    if provider == "subprocess":  # no kernel layer: the trusted side sets it back at exit
         assert "a link on the way to a rule file, was changed" in result.stderr, output
+    else:  # no kernel can keep a link the sandbox may write: nothing starts, and says why
+        assert result.returncode == 255, output
+        assert "the rules are read through the link 'conf/current'" in result.stderr, output
+        assert not (project / "conf" / "v2").exists()
+    assert os.readlink(project / "conf" / "current") == "v1", output
     assert "expose-ro=/" not in _rules_shown(sb, "app.py")
+
+
+# Native code renames the directory holding an included rule file, then plants its own.
+RENAME_HOLDER = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+moved = libc.rename(b"conf", b"old-conf") == 0
+if moved:
+    libc.mkdir(b"conf", 0o755)
+    fd = libc.open(b"conf/rules", 0o1101, 0o644)
+    libc.write(fd, b"expose-ro=/\\n", 12)
+    libc.close(fd)
+print("DONE" if moved else "REFUSED")
+"""
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_cant_move_the_directory_of_an_included_rule_file_natively(
+    sb: Runner, py: Runner, project: Path, provider: str
+) -> None:
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider} cannot run here: {reason}")
+    import shutil
+
+    def fresh() -> None:
+        for name in ("conf", "old-conf"):
+            shutil.rmtree(project / name, ignore_errors=True)
+        (project / "conf").mkdir()
+        (project / "conf" / "rules").write_text("python-api=ALLOW:native\npython-import=*\n")
+
+    (project / ".py-sandboxes").write_text(
+        f'expose-rw=.\ninclude "conf/rules"\nos-sandbox={provider}\n'
+    )
+    (project / "app.py").write_text(RENAME_HOLDER)
+    fresh()
+    assert py("app.py").stdout == "DONE\n"  # the control: the next run would obey it
+    assert "expose-ro=/" in (project / "conf" / "rules").read_text()
+    fresh()
+    result = sb("app.py")
+    if provider == "subprocess":  # no kernel layer: the trusted side sets it back at exit
+        assert "conf/rules was changed while the program ran" in result.stderr
+    else:  # a mount point: the kernel refuses to move it
+        assert result.stdout == "REFUSED\n", result.stderr
+        assert not (project / "old-conf").exists()
+    assert (project / "conf" / "rules").read_text().startswith("python-api=ALLOW:native")
 
 
 def test_cant_plant_a_rule_file_through_a_descriptor_of_a_directory_beyond_path_max(

@@ -338,10 +338,30 @@ def test_cant_retarget_a_link_in_the_middle_of_the_rule_files_chain(lab: Lab, ro
         """.replace("\n        ", "\n")
     )
     assert got(lab.control(code), "DONE")
+    # No kernel can keep a link: with the links in a read-write exposure, nothing starts.
+    result = lab.run_sandboxed(code)
+    assert result.returncode == 255, result.stdout + result.stderr
+    assert "DONE" not in result.stdout
+    assert "the rules are read through the link" in result.stderr
+    assert "conf/current" in result.stderr
+    assert "expose-rw=." in result.stderr
+    assert _chain(lab)[:2] == ("conf/current/rules", "v1")  # nothing ran
+    assert not (lab.project / "conf" / "v2").exists()
+
+
+def test_cant_retarget_a_link_of_the_rule_files_chain_outside_the_writable_tree(
+    lab: Lab,
+) -> None:
+    # The links themselves out of reach (conf read-only): the run starts, and the Python
+    # layer refuses the change of anything on the way.
+    lab.rules("expose-rw=./data\nexpose-ro=.")
+    lab.setup(lambda: _chained(lab))
+    code = lab.probe("os.unlink('conf/current')\nprint('DONE')")
+    assert got(lab.control(code), "DONE")
     lab.refused(code, "RulePermissionError", watch=lambda: _chain(lab)[:3])
 
 
-def test_show_layers_says_the_links_to_the_rule_file_are_kept_at_exit_only(lab: Lab) -> None:
+def test_show_layers_says_the_links_to_the_rule_file_stop_the_start(lab: Lab) -> None:
     # A link cannot be bound read-only: --show-layers must not claim the kernel keeps it.
     import json
 
@@ -351,3 +371,4 @@ def test_show_layers_says_the_links_to_the_rule_file_are_kept_at_exit_only(lab: 
     report = json.loads(lab.sb("--show-layers=json").stdout)
     row = next(r for r in report["rules"] if r["rule"] == "the rule files cannot be changed")
     assert "the links on the way (.py-sandboxes, conf/current) are not bound" in row["note"]
+    assert "python-sb refuses to start under a kernel provider" in row["note"]

@@ -525,3 +525,44 @@ def test_cant_get_a_userfaultfd_through_its_device(
         pytest.skip(f"this user may not use /dev/userfaultfd: {control.stdout or control.stderr}")
     result = sb("probe.py")
     assert result.stdout == "REFUSED EPERM\n", result.stderr
+
+
+SENDMSG_TO_A_PATH = """
+import socket
+fd = libc.socket(1, 2, 0)  # AF_UNIX, SOCK_DGRAM
+path = sys.argv[1].encode()
+name = ctypes.create_string_buffer((1).to_bytes(2, "little") + path + bytes(108 - len(path)), 110)
+data = ctypes.create_string_buffer(b"FROM-SANDBOX", 12)
+iov = (ctypes.c_void_p * 2)(ctypes.addressof(data), 12)
+header = (ctypes.c_uint64 * 7)(ctypes.addressof(name), 110, ctypes.addressof(iov), 1, 0, 0, 0)
+outcome(libc.sendmsg(fd, header, 0) if fd >= 0 else fd)
+"""
+
+
+def test_cant_send_a_datagram_to_a_host_socket_with_sendmsg_natively(
+    sb: Runner, py: Runner, project: Path, provider: str, tmp_path: Path
+):
+    # sendto was judged, sendmsg (its address inside a structure) was not.
+    path = tmp_path / "outside" / "log.sock"
+    path.parent.mkdir()
+    (project / "data").mkdir()
+    rules = (project / ".py-sandboxes").read_text() + "expose-rw=./data\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + SENDMSG_TO_A_PATH)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(str(path))
+        server.settimeout(0.5)
+        assert py("probe.py", str(path)).stdout == "DONE\n"
+        assert server.recv(64) == b"FROM-SANDBOX"
+        result = sb("probe.py", str(path))
+        assert result.stdout.startswith("REFUSED"), result.stderr
+        with pytest.raises(TimeoutError):  # nothing more came
+            server.recv(64)
+    # The positive control: a socket in the exposed folder gets it the same way.
+    mine = project / "data" / "mine.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind(str(mine))
+        server.settimeout(5)
+        result = sb("probe.py", str(mine))
+        assert result.stdout == "DONE\n", result.stderr
+        assert server.recv(64) == b"FROM-SANDBOX"

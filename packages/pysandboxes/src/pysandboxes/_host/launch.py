@@ -38,7 +38,11 @@ from pysandboxes._host.preparing import (
 )
 from pysandboxes._host.rulewatch import for_run
 from pysandboxes._host.select import say_what_is_missing, select
-from pysandboxes._host.startup import refuse_planted_code, startup_flags
+from pysandboxes._host.startup import (
+    refuse_planted_code,
+    refuse_replaceable_rule_links,
+    startup_flags,
+)
 from pysandboxes._host.waiter import RELAY, finish, remove_tree
 from pysandboxes._kernel.relay import WATCHED, wait
 from pysandboxes._policy.discover import discover, links_on_the_way
@@ -165,6 +169,8 @@ def build_spec(
             f"'{selection.provider}', next in {selection.source}, is used instead.",
             file=sys.stderr,
         )
+    if selection.provider in ("landlock", "unshare", "bwrap"):
+        refuse_replaceable_rule_links(policy)
     child_env = resolve_env(policy, env)
     output = learning_output(request.learn, policy, found, cwd, given=bool(request.extra_rules))
     unasked = output is not None and found.path is None and request.learn is None

@@ -130,7 +130,16 @@ def build(policy: Policy, selection: Selection, abi: int) -> LayerReport:
     for rule in policy.expose:
         kernel = host.files
         add(rule.origin, python, kernel, "" if kernel else f"files are {only}")
+    masking = host.provider in ("landlock", "unshare", "bwrap") and bool(host.files)
     for rule in policy.ignore:
+        if masking:
+            add(
+                rule.origin,
+                python,
+                "masked in the sandbox's mount namespace (what exists at start)",
+                "a path made later that matches is the Python layer's until the next start",
+            )
+            continue
         add(
             rule.origin,
             python,
@@ -270,13 +279,22 @@ def _rule_file_rows(host: _Host, python: str, policy: Policy) -> list[LayerRow]:
         note = "inside a read-write exposure, no mount namespace here: " + watched + "restores them"
     else:
         note = watched + "restores them"
+    from pysandboxes._policy.confinement import replaceable_links
+
     links = sorted({link for path in policy.rule_files for link in links_on_the_way(path)})
+    replaceable = {link for link, _ in replaceable_links(policy)}
     if links:
-        # A link cannot be bound read-only: only the Python layer and the exit check keep it.
+        # A link cannot be bound read-only: where the sandbox may write one, no run starts.
         shown = ", ".join(display_name(link, os.getcwd()) for link in links)
+        kept = (
+            "one lies in a read-write exposure, so python-sb refuses to start under a "
+            "kernel provider"
+            if replaceable
+            else "none lies in a read-write exposure"
+        )
         note = (note + "; " if note else "") + (
-            f"the links on the way ({shown}) are not bound: native code could point one "
-            "elsewhere, and at exit the trusted side sets it back"
+            f"the links on the way ({shown}) are not bound: {kept}, and at exit the "
+            "trusted side sets a changed one back"
         )
     lifetime = (
         ""

@@ -229,3 +229,30 @@ def startup_flags(
     version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
     user_site = os.path.join(home, ".local", "lib", version, "site-packages")
     return ("-s",) if _writable(user_site, policy, tempdir) else ()
+
+
+def refuse_replaceable_rule_links(policy: Policy) -> None:
+    """Refuse to start when a link on the way to a rule file lies where the sandbox may
+    write: it could point the link elsewhere, and so choose the next run's rules. The
+    kernel keeps files and directories on the way (a read-only bind, a mount point), but
+    no link.
+
+    Raises:
+        ConfigRefusedError: naming each such link and the rule that makes it writable.
+    """
+    from pysandboxes._policy.confinement import replaceable_links
+    from pysandboxes._policy.lines import display_name
+
+    issues = [
+        ConfigIssue(
+            place.origin.source,
+            place.origin.line,
+            f"the rules are read through the link '{display_name(link, os.getcwd())}', "
+            f"which '{place.origin.text}' "
+            "lets the sandbox replace (and so choose the next run's rules): point the "
+            "rule file at its target, or keep the link out of read-write exposures",
+        )
+        for link, place in replaceable_links(policy)
+    ]
+    if issues:
+        raise ConfigRefusedError(issues)

@@ -104,6 +104,11 @@ def command(
         args += ["--bind" if writable else "--ro-bind", path, path]
     for link, target in links.items():
         args += ["--symlink", target, link]
+    for path in plan.masked:  # what ignore= hides: covered, after the binds holding it
+        if os.path.isdir(path) and not os.path.islink(path):
+            args += ["--perms", "0555", "--tmpfs", path, "--remount-ro", path]
+        elif os.path.isfile(path) and not os.path.islink(path):
+            args += ["--ro-bind", "/dev/null", path]
     if not _covered(cwd, binds):
         args += ["--dir", cwd]  # the cwd exists, empty: its files need a rule
     args += ["--chdir", cwd]
@@ -146,10 +151,13 @@ def mount_view(plan: ConfinementPlan) -> tuple[dict[str, bool], dict[str, str]]:
     for path in plan.read_only:  # the rule files, whatever directory holds them
         if os.path.isfile(path):
             wanted[path] = False
+    pinned = {path for path in plan.pinned if os.path.isdir(path)}
+    for path in pinned:  # the directories on the way to them: mount points, not renamed
+        wanted[path] = True
     binds: dict[str, bool] = {}
     for path in sorted(wanted):
         parent = _covering(path, binds)
-        if parent is not None and binds[parent] == wanted[path]:
+        if parent is not None and binds[parent] == wanted[path] and path not in pinned:
             continue  # the same host tree, bound the same way already
         binds[path] = wanted[path]
     kept = {link: t for link, t in links.items() if not _covered(link, binds)}

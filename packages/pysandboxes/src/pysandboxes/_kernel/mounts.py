@@ -46,6 +46,45 @@ def keep_private() -> None:
     _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
 
 
+def mask(paths: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Cover each path: a file by ``/dev/null``, a directory by an empty read-only
+    ``tmpfs``, both read-only. Returns those that could not be, with why (a path that
+    vanished meanwhile is skipped)."""
+    failed: list[tuple[str, str]] = []
+    for path in paths:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+                _mount("tmpfs", path, "tmpfs", flags, "size=4k,mode=0555")
+            elif os.path.isfile(path) and not os.path.islink(path):
+                _mount("/dev/null", path, None, _MS_BIND)
+                _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept(path))
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            failed.append((path, exc.strerror or str(exc)))
+    return failed
+
+
+def _kept(path: str) -> int:
+    flags = os.statvfs(path).f_flag
+    return sum(mount_flag for flag, mount_flag in _LOCKED if flags & flag)
+
+
+def keep_in_place(paths: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Bind each directory of ``paths`` onto itself, as writable as it was: a mount point
+    cannot be renamed or removed. Returns those that could not be, with why."""
+    failed: list[tuple[str, str]] = []
+    for path in paths:
+        try:
+            _mount(path, path, None, _MS_BIND)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            failed.append((path, exc.strerror or str(exc)))
+    return failed
+
+
 def keep_read_only(paths: tuple[str, ...]) -> list[tuple[str, str]]:
     """Bind each file of ``paths`` read-only onto itself; return those that could not be,
     with why (a file that vanished meanwhile is skipped)."""
@@ -78,12 +117,14 @@ def mount_proc() -> bool:
     return True
 
 
-def _mount(source: str | None, target: str, kind: str | None, flags: int) -> None:
+def _mount(
+    source: str | None, target: str, kind: str | None, flags: int, data: str | None = None
+) -> None:
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
-    encoded = [os.fsencode(v) if v is not None else None for v in (source, target, kind)]
-    if libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), None) != 0:
+    encoded = [os.fsencode(v) if v is not None else None for v in (source, target, kind, data)]
+    if libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3]) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code), target)
 

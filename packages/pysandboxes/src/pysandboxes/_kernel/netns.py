@@ -25,7 +25,7 @@ import errno
 import os
 
 from pysandboxes._kernel import lifetime, mounts, namespaces
-from pysandboxes._policy.plan import NO_NETWORK, PROCESSES, RULE_FILES
+from pysandboxes._policy.plan import IGNORED, NO_NETWORK, PROCESSES, RULE_FILES
 from pysandboxes.errors import OSLayerUnavailable
 
 TYPE_CHECKING = False
@@ -43,7 +43,7 @@ def isolate(plan: ConfinementPlan, provider: str) -> tuple[list[str], list[tuple
     """
     required = namespaces.NEWNET | namespaces.NEWIPC
     required = required if provider == "landlock" and not plan.network else 0
-    wanted = namespaces.NEWNS if plan.read_only else 0
+    wanted = namespaces.NEWNS if plan.read_only or plan.pinned or plan.masked else 0
     enforced: list[str] = [NO_NETWORK] if required else []
     missing: list[tuple[str, str]] = []
     if provider == "landlock":  # the pid namespace, made first of all (see lifetime)
@@ -64,11 +64,21 @@ def isolate(plan: ConfinementPlan, provider: str) -> tuple[list[str], list[tuple
         except OSError as again:
             raise _unavailable(again, provider) from again
     if wanted:
-        refused = _bind_read_only(plan.read_only)
+        refused = _bind_read_only(plan.pinned, plan.read_only)
         if refused:
             missing.append((RULE_FILES, "; ".join(f"{p}: {e}" for p, e in refused)))
-        else:
+        elif plan.read_only or plan.pinned:
             enforced.append(RULE_FILES)
+        if plan.masked:
+            unmasked = mounts.mask(plan.masked)
+            if unmasked or plan.masks_missing:
+                why = [plan.masks_missing] if plan.masks_missing else []
+                why += [f"{p}: {e}" for p, e in unmasked]
+                missing.append((IGNORED, "; ".join(why)))
+            else:
+                enforced.append(IGNORED)
+    elif plan.masked:
+        missing.append((IGNORED, "no mount namespace here"))
     if userns:
         try:
             namespaces.drop_capabilities()
@@ -85,12 +95,14 @@ def _unavailable(exc: OSError, provider: str) -> OSLayerUnavailable:
     )
 
 
-def _bind_read_only(paths: tuple[str, ...]) -> list[tuple[str, str]]:
+def _bind_read_only(pinned: tuple[str, ...], paths: tuple[str, ...]) -> list[tuple[str, str]]:
     try:
         mounts.keep_private()
     except OSError as exc:
-        return [(path, exc.strerror or str(exc)) for path in paths]
-    return mounts.keep_read_only(paths)
+        return [(path, exc.strerror or str(exc)) for path in (*pinned, *paths)]
+    # The directories on the way first: a file bound before its directory was would be
+    # hidden under the directory's new mount.
+    return [*mounts.keep_in_place(pinned), *mounts.keep_read_only(paths)]
 
 
 _PR_CAPBSET_DROP = 24

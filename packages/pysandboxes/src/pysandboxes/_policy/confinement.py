@@ -120,6 +120,7 @@ def compile_plan(
         interpreter_files: files the interpreter reads at start-up before any guard
             (``pyvenv.cfg``): a sub-interpreter or a started interpreter reads them again.
     """
+    exposures = list(exposures)  # walked twice: the grants, then what ignore= hides
     network = any(rule.allow for rule in policy.net)
     read = [*SYSTEM_READ, *interpreter_files]
     if network:
@@ -144,6 +145,7 @@ def compile_plan(
     if may_start_programs(policy):
         read += COMMAND_DIRS
         execute = [*SYSTEM_READ, *COMMAND_DIRS, *exposed]
+    masked, masks_missing = _masks(policy, exposures)
     return ConfinementPlan(
         read=_unique(read),
         write=_unique(write),
@@ -155,6 +157,9 @@ def compile_plan(
         tcp_bind=tcp_ports(policy.net, "IN") if network else (),
         unix_sockets=may_use_unix_sockets(policy),
         read_only=rule_files_inside(policy, [*write, *map(_parent, [*create, *create_dirs])]),
+        pinned=directories_to_rule_files(policy, write),
+        masked=masked,
+        masks_missing=masks_missing,
         create=_unique(create),
         create_dirs=_unique(create_dirs),
     )
@@ -190,15 +195,98 @@ def rule_files_inside(policy: Policy, write: Iterable[str]) -> tuple[str, ...]:
     from pysandboxes._policy.pathnames import within
 
     places = [os.path.realpath(path) for path in write]
-    files = [*policy.rule_files, *([policy.learn.value] if policy.learn is not None else [])]
-    if policy.audit_log is not None:
-        files.append(policy.audit_log.value)  # the decision log: written by the trusted side
     found: list[str] = []
-    for path in files:
+    for path in _guarded_files(policy):
         real = os.path.realpath(path)
         if os.path.isfile(real) and any(within(real, place) for place in places):
             found.append(real)
     return _unique(found)
+
+
+#: The most entries looked at, and paths masked, to find what ``ignore=`` hides at start.
+MAX_SCANNED = 50_000
+MAX_MASKS = 2_000
+
+
+def _masks(policy: Policy, exposures: Iterable[ExposeRule]) -> tuple[tuple[str, ...], str]:
+    """``masked`` and ``masks_missing`` of the plan: what ``ignore=`` hides inside the
+    rules' exposed directories (not the interpreter's trees), found by a bounded walk
+    that never enters a hidden directory nor follows a link."""
+    if not policy.ignore:
+        return (), ""
+    import os
+
+    from pysandboxes._policy.judge import FileJudge
+    from pysandboxes._policy.model import Access
+
+    judge = FileJudge(list(exposures), policy.ignore)
+    pending = [rule.path for rule in policy.expose if rule.is_dir and os.path.isdir(rule.path)]
+    masked: list[str] = []
+    scanned = 0
+    while pending:
+        directory = pending.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            scanned += 1
+            if scanned > MAX_SCANNED or len(masked) >= MAX_MASKS:
+                why = f"more than {MAX_SCANNED} entries or {MAX_MASKS} ignored paths at start"
+                return tuple(masked), why
+            verdict = judge.judge(entry.path, Access.READ)
+            if verdict.hidden and verdict.rule is not None:
+                masked.append(entry.path)  # hidden by an ignore= rule: nothing below shown
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+    return tuple(masked), ""
+
+
+def _guarded_files(policy: Policy) -> list[str]:
+    """The files the next run reads its rules from, as they are named."""
+    files = [*policy.rule_files, *([policy.learn.value] if policy.learn is not None else [])]
+    if policy.audit_log is not None:
+        files.append(policy.audit_log.value)
+    return files
+
+
+def directories_to_rule_files(policy: Policy, write: Iterable[str]) -> tuple[str, ...]:
+    """The directories strictly inside a writable path on the way to a rule file (real
+    paths, parents first): renamed, a new one of the same name could hold other rules."""
+    import os
+
+    from pysandboxes._policy.pathnames import within
+
+    places = [os.path.realpath(path) for path in write]
+    found: list[str] = []
+    for path in _guarded_files(policy):
+        directory = os.path.dirname(os.path.realpath(path))
+        chain: list[str] = []
+        while directory != "/":
+            if any(within(directory, p) and directory != p for p in places):
+                chain.append(directory)
+            directory = os.path.dirname(directory)
+        found += reversed(chain)
+    return _unique(d for d in found if os.path.isdir(d))
+
+
+def replaceable_links(policy: Policy) -> list[tuple[str, ExposeRule]]:
+    """The links on the way to a rule file that lie in a read-write exposure, each with
+    that exposure: the sandbox could replace the link, and so the next run's rules,
+    which no kernel layer can prevent (a link cannot be bound onto itself)."""
+    import os
+
+    from pysandboxes._policy.discover import links_on_the_way
+    from pysandboxes._policy.pathnames import within
+
+    writable = [rule for rule in policy.expose if rule.writable and rule.is_dir]
+    found: list[tuple[str, ExposeRule]] = []
+    for path in _guarded_files(policy):
+        for link in links_on_the_way(os.path.abspath(path)):
+            place = next((r for r in writable if within(link, r.path) and link != r.path), None)
+            if place is not None:
+                found.append((link, place))
+    return found
 
 
 def _unique(paths: Iterable[str]) -> tuple[str, ...]:

@@ -33,6 +33,7 @@ UNIX_SOCKETS = "unix-sockets"
 IPC = "ipc"
 SOCKET_PROTOCOLS = "socket-protocols"
 RULE_FILES = "rule-files"
+IGNORED = "ignored"
 
 
 @record
@@ -69,6 +70,15 @@ class ConfinementPlan:
         read_only: files inside ``write`` that must stay unchanged (the rule files):
             Landlock cannot take a file back from a directory it granted, a read-only bind
             of the file onto itself in a mount namespace can.
+        masked: the paths ``ignore=`` hides that exist when the plan is made, inside the
+            rules' exposures: each covered (an empty read-only directory, ``/dev/null``)
+            in the sandbox's mount namespace, so that native code reads nothing there.
+        masks_missing: why some ignored paths are not masked (too many to find at
+            start), ``""`` when every one found is.
+        pinned: directories inside ``write`` on the way to such a file: each bound onto
+            itself (still writable), so that no process of the sandbox can rename or
+            remove it, which would let it plant a rule file of its own where the next run
+            looks (a mount point cannot be moved).
     """
 
     read: tuple[str, ...] = ()
@@ -85,6 +95,9 @@ class ConfinementPlan:
     read_only: tuple[str, ...] = ()
     create: tuple[str, ...] = ()
     create_dirs: tuple[str, ...] = ()
+    pinned: tuple[str, ...] = ()
+    masked: tuple[str, ...] = ()
+    masks_missing: str = ""
 
 
 @record
