@@ -142,3 +142,34 @@ def test_cant_read_an_anchored_ignored_file_through_a_linked_project_natively(
     result = Run(sb.command, tmp_path / "work")("app/probe.py", "app/conf/api.key")
     assert result.stdout.startswith(("READ \n", "REFUSED")), result.stderr
     assert SECRET not in result.stdout
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_cant_read_an_ignored_file_through_a_path_beyond_path_max_natively(
+    sb: Runner, py: Runner, project: Path, provider: str
+) -> None:
+    # In a directory whose real path is a few bytes short of PATH_MAX, reached through a
+    # short link, notes -> <abs>/conf/api.key: the guard's lstat of the long real path
+    # failed with ENAMETOOLONG. The kernel's mask does not care how the file is named.
+    _skip_unless(provider)
+    (project / "conf").mkdir()
+    (project / "conf" / "api.key").write_text(SECRET)
+    fd = os.open(project, os.O_RDONLY)
+    length = len(str(project))
+    parts: list[str] = []
+    while length < 4085:
+        part = "d" * min(200, 4085 - length - 1)
+        os.mkdir(part, dir_fd=fd)
+        inner = os.open(part, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd, length = inner, length + 1 + len(part)
+        parts.append(part)
+    os.symlink(str(project / "conf" / "api.key"), "notes", dir_fd=fd)
+    os.close(fd)
+    os.symlink("/".join(parts), project / "deep")
+    _rules(project, provider, "expose-ro=.", "ignore=conf/*.key")
+    (project / "probe.py").write_text(NATIVE + READ_NATIVELY)
+    assert py("probe.py", "deep/notes").stdout == f"READ {SECRET}\n"
+    result = sb("probe.py", "deep/notes")
+    assert result.stdout.startswith(("READ \n", "REFUSED")), result.stderr
+    assert SECRET not in result.stdout
