@@ -73,14 +73,18 @@ def _moot(refusal: Decision) -> bool:
     variable that is not there outside the sandbox either (sysconfig and importlib probe
     many), a native module its importer goes on without (a Python built without it
     looks the same), a probing bind to any free port whose failure is caught (a host
-    without IPv6 looks the same). The program met what it may meet without the sandbox,
-    so the summary leaves it out; the log keeps it. Checked here, on the trusted side."""
+    without IPv6 looks the same), the import system's search of a directory of
+    ``sys.path`` it may not read (an empty directory looks the same). The program met
+    what it may meet without the sandbox, so the summary leaves it out; the log keeps
+    it. Checked here, on the trusted side."""
     if refusal.kind == "env":
         return refusal.target not in os.environ
     if refusal.kind == "import":
         return refusal.access == "fallback"  # the importer went on without it, as it may
     if refusal.kind == "net":
         return refusal.access == "probe"  # a bind to any port, its failure caught
+    if refusal.kind == "file" and refusal.access == "search":
+        return True  # the import system went on to the next directory of sys.path
     if refusal.kind == "file" and refusal.access == "read":
         return refusal.target.startswith("/") and not os.path.lexists(refusal.target)
     return False
@@ -196,6 +200,8 @@ def summary(refusals: Refusals, log: str | None, rule_file: str, mode: str = "co
     path, ``None`` when the run kept none (the summary then says how to get one)."""
     if not refusals.swallowed or not refusals.first:
         return ""
+    from pysandboxes._policy.secrets import DOCS
+
     name, get_log, quiet = _WAYS[mode]
     kinds = ", ".join(f"{count} {kind}" for kind, count in refusals.kinds)
     plural = "access was" if refusals.total == 1 else "accesses were"
@@ -203,7 +209,9 @@ def summary(refusals: Refusals, log: str | None, rule_file: str, mode: str = "co
     for decision in refusals.first:
         where = f" at {_printable(decision.where)}" if decision.where else ""
         what = f"  {decision.kind} {_printable(decision.target)} ({decision.access}){where}"
-        if decision.fix:
+        if decision.fix and _secret(decision):
+            what += f": a secret, no grant suggested (see {DOCS})"
+        elif decision.fix:
             what += f": add '{_printable(decision.fix)}' to {rule_file} to allow it"
         elif decision.rule_text:
             what += f": refused by '{_printable(decision.rule_text)}' ({decision.rule})"
@@ -218,6 +226,16 @@ def summary(refusals: Refusals, log: str | None, rule_file: str, mode: str = "co
         lines.append(f"  for the full log, run again with {get_log}")
     lines.append(f"  ({quiet}, or quiet-refusals=true in the rule file, hides this)")
     return "\n".join(lines)
+
+
+def _secret(decision: Decision) -> bool:
+    """Whether the refused access was of a secret: its grant is a deliberate edit (the
+    learned line, commented out), never a hint to paste."""
+    from pysandboxes._policy.secrets import secret_name, secret_path
+
+    if decision.kind == "env":
+        return secret_name(decision.target)
+    return decision.kind == "file" and secret_path(decision.target)
 
 
 def _printable(text: str) -> str:
