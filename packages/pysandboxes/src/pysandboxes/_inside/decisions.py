@@ -21,7 +21,12 @@ from _thread import get_ident
 from time import monotonic
 
 from pysandboxes._inside.guards.fallbacks import failure_caught, import_falls_back
-from pysandboxes._inside.recorder import exists, program_site
+from pysandboxes._inside.recorder import (
+    exists,
+    program_site,
+    session_framework,
+    typed_by_the_user,
+)
 from pysandboxes._policy.model import Access
 from pysandboxes._record import replace
 from pysandboxes._wire.decisions import (
@@ -76,8 +81,10 @@ class DecisionLog:
     allowed (and pay nothing for it).
     """
 
-    def __init__(self, fd: int, cwd: str, *, allowed_too: bool) -> None:
+    def __init__(self, fd: int, cwd: str, *, allowed_too: bool, session: bool = False) -> None:
         self._fd = fd
+        # An interactive session: the shell's own probes are not the user's refusals.
+        self._session = session_framework() if session else None
         self._cwd = cwd.rstrip("/") + "/"
         self.allowed_too = allowed_too
         self._entries: dict[tuple[object, ...], _Entry] = {}
@@ -144,6 +151,13 @@ class DecisionLog:
                 # The sandbox's own doing: its start, a traceback it prints, the import of
                 # the modules of @sandbox functions (whose byte code it may not cache).
                 return
+            if self._session is not None and not typed_by_the_user(self._session):
+                return  # the interactive shell's own doing (IPython's probes)
+            if importing and kind == "file" and _on_import_path(target):
+                # The import system looking for a module in a directory of sys.path it
+                # may not read (the working directory of -c or a prompt): it goes on to
+                # the next one, as if the directory were empty. Logged, never summarised.
+                access = "search"
             key = (kind, target, access, rule, where, False)
             entry = self._entries.get(key)
             if entry is None:
@@ -323,6 +337,11 @@ class Auditing:
         self._inner.refuse_import(module, message, category)
 
 
+def _on_import_path(target: str) -> bool:
+    """Whether ``target`` is a directory of ``sys.path`` (``""`` is the working one)."""
+    return any(os.path.abspath(entry or ".") == target for entry in sys.path)
+
+
 def _named_rule(rule: str | None) -> tuple[str, str]:
     """``(rule, rule_text)`` from a guard's ``str(Origin)``: ``'text' from file(line)``."""
     if rule is None:
@@ -351,7 +370,8 @@ def start_log(
     from pysandboxes._policy.judge import ImportJudge
 
     os.set_inheritable(spec.fd, False)  # the programs it starts must not write decisions
-    log = DecisionLog(spec.fd, os.getcwd(), allowed_too=spec.allowed_too)
+    session = launch.program.kind == "repl"
+    log = DecisionLog(spec.fd, os.getcwd(), allowed_too=spec.allowed_too, session=session)
     if spec.allowed_too:
         log.imports = ImportJudge(policy)
     if spec.logged:  # a variable the sandbox lacks is no news worth a summary

@@ -116,7 +116,12 @@ def show(summary: Summary, renderer: str = "") -> None:
 
 def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: str) -> Summary:
     sys.path[:0] = [p for p in plan.path if p not in sys.path]
-    from pysandboxes._host.learning.rules import Context, drop_contradictions, learn
+    from pysandboxes._host.learning.rules import (
+        Context,
+        drop_contradictions,
+        drop_granted_imports,
+        learn,
+    )
     from pysandboxes._wire.codec import read_events
     from pysandboxes._wire.events import MAX_EVENTS
 
@@ -134,6 +139,10 @@ def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: s
     learned = learn(events, context)
     if os.path.basename(plan.output) != "pyproject.toml":
         learned = drop_contradictions(learned, _read(plan.output))
+        if plan.start == "template" and not os.path.exists(plan.output):
+            from pysandboxes._policy.template import SAFE_MODULES
+
+            learned = drop_granted_imports(learned, frozenset(SAFE_MODULES))
     notes = _short(learned.skipped)
     if beyond:
         notes.append(
@@ -163,7 +172,16 @@ def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: s
         notes.append(f"the rules could not be written to {shown}: {exc}")
         return _summary(learned, notes, shown, unwritten=True)  # nothing is lost
     if not existed:
-        notes.append(f"{shown} written from the template, with the rules learned")
+        what = (
+            "the rules learned"
+            if plan.start == "rules"
+            else (
+                f"the template (python-sb --template: every key explained, the standard "
+                f"library's pure modules granted) with the {len(learned.rules)} rule(s) learned "
+                "in its learning blocks"
+            )
+        )
+        notes.append(f"{shown} written: {what}")
     elif learned.rules:
         notes.append(
             f"rules written to {shown}" + (f" (previous version: {backup})" if backup else "")
