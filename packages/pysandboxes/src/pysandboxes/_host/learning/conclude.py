@@ -91,7 +91,8 @@ def conclude(
     except Exception as exc:  # a bug here must not cost the program's exit status
         # The failure may come after the file was written: say so.
         print(
-            f"python-sb: learning failed ({exc!r}): {plan.output} may hold new rules, review it",
+            f"{plan.speaker}: learning failed ({exc!r}): {plan.output} may hold new rules, "
+            "review it",
             file=sys.stderr,
         )
         return None
@@ -161,16 +162,16 @@ def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: s
     if refusal:
         notes.append(refusal)
         notes.append("the rules learned are below: add them yourself once nothing runs")
-        return _summary(learned, notes, shown, unwritten=True)
+        return _summary(learned, notes, shown, unwritten=True, by=plan.speaker)
     if digest(plan.output) != plan.digest:
         notes.append(f"{shown} changed while the program ran: nothing is written to it")
         notes.append("check the file, then learn again; the rules learned are below")
-        return _summary(learned, notes, shown, unwritten=True)
+        return _summary(learned, notes, shown, unwritten=True, by=plan.speaker)
     try:
         backup = _write(plan.output, learned, plan.start)
     except (OSError, ValueError) as exc:
         notes.append(f"the rules could not be written to {shown}: {exc}")
-        return _summary(learned, notes, shown, unwritten=True)  # nothing is lost
+        return _summary(learned, notes, shown, unwritten=True, by=plan.speaker)  # nothing is lost
     if not existed:
         what = (
             "the rules learned"
@@ -189,7 +190,7 @@ def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: s
         notes.append("review them: each rule is a right the program will have")
     else:
         notes.append(f"nothing new to learn; {shown} is unchanged")
-    return _summary(learned, notes, shown)
+    return _summary(learned, notes, shown, by=plan.speaker)
 
 
 #: Most notes and rows of one kind the summary shows; the rest are counted.
@@ -244,8 +245,11 @@ def _write(output: str, learned: Learned, start: str = "template") -> str | None
     return str(backup) if backup is not None else None
 
 
-def _summary(learned: Learned, notes: list[str], shown: str, *, unwritten: bool = False) -> Summary:
-    title = _printable(f"python-sb learned {len(learned.rows)} rule(s) for {shown}")
+def _summary(
+    learned: Learned, notes: list[str], shown: str, *, unwritten: bool = False, by: str = ""
+) -> Summary:
+    speaker = by or "python-sb"  # the library speaks as itself (Plan.speaker)
+    title = _printable(f"{speaker} learned {len(learned.rows)} rule(s) for {shown}")
     # What the program named (paths, code locations) reaches a terminal: no control codes.
     rows = tuple(
         (family, _printable(rule), _printable(where)) for family, rule, where in _grouped(learned)
