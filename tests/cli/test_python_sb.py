@@ -340,3 +340,17 @@ def test_a_learning_session_learns_what_the_user_typed_not_the_shell(
     given = set(active(template.stdout))  # the layers, the standard library's pure modules
     learned = [line for line in active((project / ".py-sandboxes").read_text())]
     assert [line for line in learned if line not in given] == ["python-import=shlex"]
+
+
+def test_help_lists_every_option_the_messages_point_to(python_sb: str) -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "COLUMNS": "80", "TERM": "dumb"}
+    out = subprocess.run([python_sb, "--help"], capture_output=True, text=True, env=env, check=True)
+    options = out.stdout.split("Examples:")[0]
+    for option in ("--template", "--audit-log", "--quiet-refusals", "--learn", "--replay"):
+        assert f"│ {option} " in options, option
+    # The examples fit 80 columns: each command on a line of its own, none wrapped.
+    examples = out.stdout.split("Examples:")[1].splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in examples)
+    commands = [line.strip() for line in examples if line.strip().startswith("python-sb")]
+    assert len(commands) == 9
+    assert "python-sb --template > .py-sandboxes" in commands
