@@ -18,7 +18,7 @@ SAFE_MODULES = (
     "csv", "dataclasses", "datetime", "decimal", "difflib", "enum", "fractions", "functools",
     "graphlib", "hashlib", "heapq", "hmac", "html", "itertools", "json", "keyword", "math",
     "numbers", "operator", "pathlib", "pprint", "random", "re", "reprlib", "secrets",
-    "statistics", "string", "struct", "textwrap", "types", "typing", "unicodedata",
+    "statistics", "string", "struct", "textwrap", "time", "types", "typing", "unicodedata",
     "weakref",
 )  # fmt: skip
 
