@@ -43,6 +43,8 @@ class Refusals:
         dropped: wire lines that were not well-formed decisions.
         swallowed: the refusals that did not end the program as its uncaught exception
             (whose traceback said it all): the summary is shown when there is one.
+        probes: libraries' optional probes refused (a look at a file whose failure the
+            library caught): counted, not listed.
     """
 
     total: int
@@ -51,6 +53,7 @@ class Refusals:
     dropped: int = 0
     swallowed: int = 0
     targets: int = 0
+    probes: int = 0
 
 
 def open_log(path: str) -> int:
@@ -66,6 +69,13 @@ def open_log(path: str) -> int:
 def _now() -> str:
     now = time.time()
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
+
+
+def _probe(refusal: Decision) -> bool:
+    """Whether a refusal was a library's optional probe: a look at a file whose failure
+    the library caught (it goes on without the file). The summary counts these in one
+    line; the log keeps each."""
+    return refusal.kind == "file" and refusal.access == "probe"
 
 
 def _moot(refusal: Decision) -> bool:
@@ -104,6 +114,7 @@ class LogWriter:
         self._targets: set[tuple[str, str, str]] = set()
         self._dropped = 0
         self._surfaced = 0
+        self._probes: set[tuple[str, str]] = set()
         import threading  # the waiter's, or partial mode's: python-sb's own start needs none
 
         self._lock = threading.Lock()
@@ -142,7 +153,10 @@ class LogWriter:
                     self._surfaced += 1
                     self._first.pop((decision.kind, decision.target, decision.access), None)
                     continue
-                if not decision.allowed and not _moot(decision):
+                if not decision.allowed and _probe(decision):
+                    if len(self._probes) < _COUNTED:
+                        self._probes.add((decision.target, decision.where))
+                elif not decision.allowed and not _moot(decision):
                     self._count(decision)
                 elif not self._keep_allowed:
                     continue
@@ -173,7 +187,8 @@ class LogWriter:
             swallowed = self._total - min(self._surfaced, self._total)
             first = tuple(self._first.values())
             targets = len(self._targets)
-            return Refusals(self._total, kinds, first, self._dropped, swallowed, targets)
+            probes = len(self._probes)
+            return Refusals(self._total, kinds, first, self._dropped, swallowed, targets, probes)
 
     def close(self) -> None:
         """Close the log's descriptor."""
@@ -197,12 +212,21 @@ _WAYS = {
 def summary(refusals: Refusals, log: str | None, rule_file: str, mode: str = "complete") -> str:
     """The lines for stderr at exit; ``""`` when nothing was refused but, perhaps, the
     refusal whose traceback ended the program. ``log``: the log's
-    path, ``None`` when the run kept none (the summary then says how to get one)."""
+    path, ``None`` when the run kept none (the summary then says how to get one).
+    Libraries' optional probes are one line of their own, never a hint each."""
+    name, get_log, quiet = _WAYS[mode]
+    probes = ""
+    if refusals.probes:
+        plural = "probe was" if refusals.probes == 1 else "probes were"
+        see = "the log lists them" if log is not None else f"{get_log} to see them"
+        probes = (
+            f"{refusals.probes} optional {plural} refused, harmless (a library looked for a "
+            f"file and went on without it): {see}"
+        )
     if not refusals.swallowed or not refusals.first:
-        return ""
+        return f"{name}: {probes}" if probes else ""
     from pysandboxes._policy.secrets import DOCS
 
-    name, get_log, quiet = _WAYS[mode]
     kinds = ", ".join(f"{count} {kind}" for kind, count in refusals.kinds)
     plural = "access was" if refusals.total == 1 else "accesses were"
     lines = [f"{name}: {refusals.total} {plural} refused by the sandbox ({kinds}):"]
@@ -220,6 +244,8 @@ def summary(refusals: Refusals, log: str | None, rule_file: str, mode: str = "co
     if more:  # other accesses refused (the header's count holds the repeats too)
         plus = "+" if refusals.targets >= _COUNTED else ""
         lines.append(f"  ... and {more}{plus} more")
+    if probes:
+        lines.append(f"  and {probes}")
     if log is not None:
         lines.append(f"  the full log: {log}")
     else:

@@ -127,8 +127,8 @@ class Judges:
 
             if not target.startswith("/"):
                 return None
-            # "search": the import system's read of a directory of sys.path.
-            named = access_named("read" if access == "search" else access)
+            # "search", "probe": reads (of a directory of sys.path, of a file's metadata).
+            named = access_named("read" if access in ("search", "probe") else access)
             return _pair(self._files.judge(target, named))
         if kind == "env":
             from pysandboxes._policy.globs import name_matches

@@ -139,8 +139,19 @@ class DecisionLog:
         shown = _fields(origin) if origin is not None else (IMPLICIT, "")
         return self._new(key, kind, target, access, shown)
 
-    def refused(self, kind: str, target: str, access: str, rule: tuple[str, str], fix: str) -> None:
-        """A refusal: recorded with the program's line, and sent at once."""
+    def refused(
+        self,
+        kind: str,
+        target: str,
+        access: str,
+        rule: tuple[str, str],
+        fix: str,
+        *,
+        probing: bool = False,
+    ) -> None:
+        """A refusal: recorded with the program's line, and sent at once. ``probing``: a
+        look at a file (``os.stat``...) whose failure the caller catches; made by a
+        library, it is an optional probe (``access`` becomes ``probe``)."""
         thread = get_ident()
         if thread in self._busy:
             return
@@ -153,7 +164,12 @@ class DecisionLog:
                 return
             if self._session is not None and not typed_by_the_user(self._session):
                 return  # the interactive shell's own doing (IPython's probes)
-            if importing and kind == "file" and _on_import_path(target):
+            if probing and ("/site-packages/" in where or "/dist-packages/" in where):
+                # A library looking whether an optional file is there (pydantic and the
+                # interpreter's path, a config file): it goes on without it. Counted in
+                # the summary as harmless, each one in the log.
+                access = "probe"
+            elif importing and kind == "file" and _on_import_path(target):
                 # The import system looking for a module in a directory of sys.path it
                 # may not read (the working directory of -c or a prompt): it goes on to
                 # the next one, as if the directory were empty. Logged, never summarised.
@@ -292,7 +308,9 @@ class Auditing:
         fix = fix[len("Add '") :].partition("' to ")[0] if fix.startswith("Add '") else ""
         target = report.real if report.real.startswith("/") else report.named
         if "/__pycache__" not in target:  # the interpreter's byte-code cache: it copes
-            self._log.refused("file", target, report.access.value, _fields(verdict.rule), fix)
+            probing = report.api in _LOOKS and report.access is Access.READ and failure_caught()
+            access = report.access.value
+            self._log.refused("file", target, access, _fields(verdict.rule), fix, probing=probing)
         self._inner.refuse_file(report, verdict)
 
     def refuse_call(self, qualname: str, category: str, message: str) -> None:
@@ -335,6 +353,10 @@ class Auditing:
             access = "fallback"
         self._log.refused("import", module, access, _origin_fields(None, 0, ""), fix)
         self._inner.refuse_import(module, message, category)
+
+
+#: The file functions that only look (a probe, when the caller catches their failure).
+_LOOKS = frozenset({"os.stat", "os.lstat", "os.access"})
 
 
 def _on_import_path(target: str) -> bool:
