@@ -207,7 +207,7 @@ def test_a_refusal_at_the_standard_prompt_shows_no_guard_frame(
     try:
         terminal.read_until("⚠ >>> ")
         terminal.type("open('/etc/shadow')")
-        screen = plain_screen(terminal.read_until(r"learning\.md#secrets\)\.\n⚠ >>> "))
+        screen = plain_screen(terminal.read_until(r"learning\.md#secrets\.\n⚠ >>> "))
     finally:
         terminal.close()
     assert "IPython" not in screen

@@ -33,6 +33,7 @@ def test_a_refused_key_file_says_secret_and_suggests_no_grant(
     assert result.returncode == 1
     assert "PRIVATE KEY" not in result.stdout
     assert f"Reading '{key}' is refused: it holds a secret" in result.stderr
+    assert "a deliberate edit of .py-sandboxes" in result.stderr
     assert "commented out; uncomment it only if" in result.stderr
     assert "docs/learning.md#secrets" in result.stderr
     assert "expose-ro=" not in result.stderr

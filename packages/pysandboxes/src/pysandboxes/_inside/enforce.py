@@ -58,8 +58,9 @@ def call_refusal(api: ApiJudge, qualname: str, category: str, rule_file: str) ->
 def secret_advice(rule_file: str) -> str:
     """The way to grant a secret on purpose, for a refusal message or a summary's hint."""
     return (
-        f" No grant is suggested for a secret: a learning run writes its line into {rule_file}"
-        f" commented out; uncomment it only if the program must have it (see {DOCS})."
+        " No grant is suggested for a secret: granting one is a deliberate edit of"
+        f" {rule_file} (learning writes such a line commented out; uncomment it only if the"
+        f" program must have it). See {DOCS}."
     )
 
 
