@@ -32,7 +32,12 @@ import os
 
 from pysandboxes._inside.enforce import call_refusal
 from pysandboxes._inside.guards.fallbacks import import_falls_back
-from pysandboxes._inside.guards.sealedcalls import EXTENSION_EVENT, REFUSE_EVENT, SEALED_EVENTS
+from pysandboxes._inside.guards.sealedcalls import (
+    EXTENSION_EVENT,
+    REFUSE_EVENT,
+    SEALED_EVENTS,
+    own_child,
+)
 from pysandboxes._inside.guards.values import plain_str
 from pysandboxes._policy.registry import SUBINTERPRETER_FUNCTIONS, SUBINTERPRETER_MODULES
 
@@ -110,17 +115,6 @@ _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ctypes.cdata/buffer": ("ctypes.cast", _NATIVE),
     "ctypes.addressof": ("ctypes.cast", _NATIVE),
 }
-
-
-def _own_child(pid: int, waitid: Any = os.waitid) -> bool:
-    """Whether ``pid`` is a child of this process, running or not yet reaped (so its pid
-    cannot name another process): ``waitid`` answers for our own children alone, and
-    ``WNOWAIT`` leaves the child's status for its owner to collect."""
-    try:
-        waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except (ChildProcessError, OSError, ValueError):
-        return False
-    return True
 
 
 #: The stand-in ctypes's refusals (``datactypes``): its key -> what, and the function named.
@@ -269,7 +263,7 @@ class CallGuard:
     def _kill(self, args: tuple[Any, ...]) -> None:
         if args and type(args[0]) is int and args[0] == self._pid:
             return  # signalling itself: what signal.raise_signal does, unaudited
-        if args and type(args[0]) is int and args[0] > 0 and _own_child(args[0]):
+        if args and type(args[0]) is int and args[0] > 0 and own_child(args[0]):
             # A child of this process (multiprocessing.Pool terminating its workers):
             # it runs in this sandbox, under these rules, so the signal reaches nothing
             # the program could not already. Other processes stay refused.
