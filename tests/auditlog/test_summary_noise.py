@@ -122,3 +122,17 @@ def test_a_librarys_optional_probes_are_one_harmless_line_not_a_hint_each(
     assert "add 'expose-ro=/etc/hosts' to .py-sandboxes to allow it" in both.stderr
     assert "  and 1 optional probe was refused, harmless" in both.stderr
     assert "expose-ro=/etc/hostname" not in both.stderr
+
+
+def test_a_programs_own_module_in_an_unexposed_directory_keeps_its_hint(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # Outside a session, the import system's look into the working directory may be
+    # where the program's own module is: the summary says which line would expose it.
+    (project / "mymod.py").write_text("print('mine')\n")
+    assert py("-c", "import mymod").stdout == "mine\n"  # the control
+    (project / ".py-sandboxes").write_text("python-import=mymod\n")
+    result = sb("-c", "import mymod")
+    assert result.returncode == 1
+    assert "No module named 'mymod'" in result.stderr
+    assert "add 'expose-ro=.' to .py-sandboxes to allow it" in result.stderr, result.stderr

@@ -83,10 +83,10 @@ def _moot(refusal: Decision) -> bool:
     variable that is not there outside the sandbox either (sysconfig and importlib probe
     many), a native module its importer goes on without (a Python built without it
     looks the same), a probing bind to any free port whose failure is caught (a host
-    without IPv6 looks the same), the import system's search of a directory of
-    ``sys.path`` it may not read (an empty directory looks the same). The program met
-    what it may meet without the sandbox, so the summary leaves it out; the log keeps
-    it. Checked here, on the trusted side."""
+    without IPv6 looks the same), at the prompt, the import system's search of a
+    directory of ``sys.path`` it may not read (an empty directory looks the same). The
+    program met what it may meet without the sandbox, so the summary leaves it out; the
+    log keeps it. Checked here, on the trusted side."""
     if refusal.kind == "env":
         return refusal.target not in os.environ
     if refusal.kind == "import":

@@ -162,6 +162,7 @@ class DecisionLog:
                 # The sandbox's own doing: its start, a traceback it prints, the import of
                 # the modules of @sandbox functions (whose byte code it may not cache).
                 return
+            session = self._session is not None
             if self._session is not None and not typed_by_the_user(self._session):
                 return  # the interactive shell's own doing (IPython's probes)
             if probing and ("/site-packages/" in where or "/dist-packages/" in where):
@@ -169,10 +170,11 @@ class DecisionLog:
                 # interpreter's path, a config file): it goes on without it. Counted in
                 # the summary as harmless, each one in the log.
                 access = "probe"
-            elif importing and kind == "file" and _on_import_path(target):
-                # The import system looking for a module in a directory of sys.path it
-                # may not read (the working directory of -c or a prompt): it goes on to
-                # the next one, as if the directory were empty. Logged, never summarised.
+            elif session and importing and kind == "file" and _on_import_path(target):
+                # At the prompt, the import system looking for a module in a directory of
+                # sys.path it may not read (the working directory): it goes on to the
+                # next one, as if the directory were empty. Logged, never summarised. A
+                # program's run keeps it in the summary: its own module may be there.
                 access = "search"
             key = (kind, target, access, rule, where, False)
             entry = self._entries.get(key)
