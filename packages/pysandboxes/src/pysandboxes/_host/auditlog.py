@@ -95,7 +95,7 @@ def _moot(refusal: Decision) -> bool:
         return refusal.access == "probe"  # a bind to any port, its failure caught
     if refusal.kind == "file" and refusal.access == "search":
         return True  # the import system went on to the next directory of sys.path
-    if refusal.kind == "file" and refusal.access == "read":
+    if refusal.kind == "file" and refusal.access in ("read", "probe"):
         return refusal.target.startswith("/") and not os.path.lexists(refusal.target)
     return False
 
@@ -153,11 +153,11 @@ class LogWriter:
                     self._surfaced += 1
                     self._first.pop((decision.kind, decision.target, decision.access), None)
                     continue
-                if not decision.allowed and _probe(decision):
-                    if len(self._probes) < _COUNTED:
+                if not decision.allowed and not _moot(decision):
+                    if not _probe(decision):
+                        self._count(decision)
+                    elif len(self._probes) < _COUNTED:  # counted in one line
                         self._probes.add((decision.target, decision.where))
-                elif not decision.allowed and not _moot(decision):
-                    self._count(decision)
                 elif not self._keep_allowed:
                     continue
                 if self._log is None:
