@@ -82,3 +82,57 @@ def test_the_summary_lists_up_to_ten_refusals_and_counts_only_the_others_as_more
     listed = [line for line in many.stderr.splitlines() if "to allow it" in line]
     assert len(listed) == 10, many.stderr
     assert "  ... and 4 more" in many.stderr, many.stderr
+
+
+LIBRARY = """
+import os
+
+
+def optional_config():
+    return os.path.exists("/etc/hostname")  # a library's optional file: it copes
+"""
+PROGRAM = """
+import os, sys
+sys.path.insert(0, "vendor/site-packages")
+import probelib
+print(probelib.optional_config())
+if USER_LOOKS:
+    print(os.path.exists("/etc/hosts"))
+"""
+
+
+def test_a_librarys_optional_probes_are_one_harmless_line_not_a_hint_each(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    library = project / "vendor" / "site-packages"
+    library.mkdir(parents=True)
+    (library / "probelib.py").write_text(LIBRARY)
+    alone = PROGRAM.replace("USER_LOOKS", "False")
+    assert py("-c", alone).stdout == "True\n"  # the control: the file is there
+    (project / ".py-sandboxes").write_text("expose-ro=./vendor\npython-import=os, probelib\n")
+    result = sb("-c", alone)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "False\n"
+    assert "1 optional probe was refused, harmless" in result.stderr, result.stderr
+    assert "--audit-log=FILE to see them" in result.stderr
+    assert "expose-ro=/etc/hostname" not in result.stderr
+    # The program's own look is the user's: it keeps its line to add.
+    both = sb("-c", PROGRAM.replace("USER_LOOKS", "True"))
+    assert both.stdout == "False\nFalse\n", both.stderr
+    assert "add 'expose-ro=/etc/hosts' to .py-sandboxes to allow it" in both.stderr
+    assert "  and 1 optional probe was refused, harmless" in both.stderr
+    assert "expose-ro=/etc/hostname" not in both.stderr
+
+
+def test_a_programs_own_module_in_an_unexposed_directory_keeps_its_hint(
+    sb: Runner, py: Runner, project: Path
+) -> None:
+    # Outside a session, the import system's look into the working directory may be
+    # where the program's own module is: the summary says which line would expose it.
+    (project / "mymod.py").write_text("print('mine')\n")
+    assert py("-c", "import mymod").stdout == "mine\n"  # the control
+    (project / ".py-sandboxes").write_text("python-import=mymod\n")
+    result = sb("-c", "import mymod")
+    assert result.returncode == 1
+    assert "No module named 'mymod'" in result.stderr
+    assert "add 'expose-ro=.' to .py-sandboxes to allow it" in result.stderr, result.stderr

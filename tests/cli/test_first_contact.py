@@ -8,11 +8,8 @@ import os
 import re
 from pathlib import Path
 
-from test_python_sb import Terminal, plain_screen  # type: ignore[import-not-found]
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
-    from conftest import Runner
+from runner import Runner
+from terminal import Terminal, plain_screen
 
 TERMINAL_ENV = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
 MARKER = "open('ran.txt', 'w').close()"
@@ -38,9 +35,11 @@ def test_a_first_run_at_a_terminal_asks_before_learning(python_sb: str, project:
         screen = plain_screen(terminal.read_until(r"Learn now\? \[y/N\]"))
         terminal.type("n")
         terminal.read_until("nothing was run")
+        status = terminal.wait()
     finally:
         terminal.close()
     assert "NOTHING refused" in screen
+    assert status == 255  # as without a terminal: nothing was run, for want of rules
     assert not (project / "ran.txt").exists()
     assert not (project / ".py-sandboxes").exists()
     terminal = Terminal(command, project, TERMINAL_ENV)
@@ -52,8 +51,36 @@ def test_a_first_run_at_a_terminal_asks_before_learning(python_sb: str, project:
         terminal.close()
     assert (project / "ran.txt").exists()
     written = (project / ".py-sandboxes").read_text()
-    assert "python-sb --template" in written  # a short file, pointing at the template
-    assert len(written.splitlines()) < 30
+    assert written.startswith("# .py-sandboxes: the rights this program runs with")
+    assert "expose-rw=./ran.txt" in written or "expose-rw=." in written
+
+
+def test_a_first_run_at_a_terminal_and_learn_write_the_same_file(
+    python_sb: str, project: Path, tmp_path: Path
+) -> None:
+    # One format, whichever way learning was asked for: the template with the rules
+    # learned in its blocks, and the summary says so.
+    terminal = Terminal([python_sb, "-c", MARKER], project, TERMINAL_ENV)
+    try:
+        terminal.read_until(r"Learn now\? \[y/N\]")
+        terminal.type("y")
+        asked = plain_screen(terminal.read_until("learning blocks"))
+        terminal.wait()
+    finally:
+        terminal.close()
+    other = tmp_path / "other"
+    other.mkdir()
+    learned = Runner([python_sb], other)("--learn", "-c", MARKER)
+    assert learned.returncode == 0, learned.stderr
+
+    def rules(text: str) -> list[str]:  # the learned lines' sources differ in time only
+        return [line.split("  # learned")[0] for line in text.splitlines() if "20" not in line]
+
+    first = (project / ".py-sandboxes").read_text()
+    second = (other / ".py-sandboxes").read_text()
+    assert rules(first) == rules(second)
+    for summary in (asked, learned.stderr):
+        assert "written: the template" in summary.replace("\n", " ")
 
 
 def test_secrets_seen_while_learning_are_written_commented_out(

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-import pty
 import re
-import select
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from terminal import Terminal, plain_screen
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
@@ -137,51 +136,10 @@ def test_uvx_runs_a_program_from_the_wheels(wheels_dir: Path, tmp_path: Path) ->
     assert (out.returncode, out.stdout) == (0, "ran ['x']\n"), out.stderr
 
 
-class Terminal:
-    """A program on a pseudo-terminal: type lines, read what the screen would show."""
-
-    def __init__(self, command: list[str], cwd: Path, env: dict[str, str]) -> None:
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # pragma: no cover - the child
-            os.chdir(cwd)
-            os.execve(command[0], command, env)
-        self.seen = ""
-
-    def read_until(self, pattern: str, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while not re.search(pattern, plain_screen(self.seen)):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"{pattern!r} never came; the screen:\n{self.seen}")
-            ready, _, _ = select.select([self.fd], [], [], remaining)
-            if ready:
-                try:
-                    chunk = os.read(self.fd, 65536)
-                except OSError:
-                    break
-                self.seen += chunk.decode("utf-8", "replace")
-        return self.seen
-
-    def type(self, line: str) -> None:
-        os.write(self.fd, line.encode() + b"\r")
-
-    def close(self) -> None:
-        try:
-            os.kill(self.pid, 9)
-        except ProcessLookupError:
-            pass
-        os.waitpid(self.pid, 0)
-        os.close(self.fd)
-
-
 def session(python_sb: str, project: Path) -> Terminal:
     rules(project)
     env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
     return Terminal([python_sb], project, env)
-
-
-def plain_screen(text: str) -> str:
-    return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b[>=]|\r", "", text)
 
 
 def drive(terminal: Terminal, prompt: str) -> str:
@@ -249,7 +207,7 @@ def test_a_refusal_at_the_standard_prompt_shows_no_guard_frame(
     try:
         terminal.read_until("⚠ >>> ")
         terminal.type("open('/etc/shadow')")
-        screen = plain_screen(terminal.read_until(r"to allow it\.\n⚠ >>> "))
+        screen = plain_screen(terminal.read_until(r"learning\.md#secrets\.\n⚠ >>> "))
     finally:
         terminal.close()
     assert "IPython" not in screen
@@ -310,13 +268,11 @@ def test_the_banner_names_the_kernel_provider() -> None:
 
 
 def test_a_learning_session_says_it_learns(python_sb: str, project: Path) -> None:
-    # No rule file: once the user says yes, the session learns, refuses nothing, and the
+    # Asked with --learn (a session never learns unasked): it refuses nothing, and the
     # banner says so rather than claiming limits.
     env = {"PATH": os.environ.get("PATH", ""), "TERM": "xterm", "LC_ALL": "C.UTF-8"}
-    terminal = Terminal([python_sb], project, env)
+    terminal = Terminal([python_sb, "--learn"], project, env)
     try:
-        terminal.read_until(r"Learn now\? \[y/N\]")
-        terminal.type("y")
         terminal.read_until("LEARNING: nothing is refused")
         screen = plain_screen(terminal.read_until("⚠ "))
     finally:
@@ -369,16 +325,32 @@ def test_a_learning_session_learns_what_the_user_typed_not_the_shell(
     terminal = Terminal([python_sb, "--learn"], project, env)
     try:
         terminal.read_until("⚠ ")
-        terminal.type("import json")
+        terminal.type("import shlex")  # not among the template's modules
         terminal.type("exit()")
         terminal.read_until("learned")
         os.waitpid(terminal.pid, 0)
     finally:
         os.close(terminal.fd)
-    active = [
-        line.split("  #", 1)[0].strip()
-        for line in (project / ".py-sandboxes").read_text().splitlines()
-        if line.strip() and not line.startswith("#")
-    ]
-    learned = [line for line in active if not line.startswith(("py-sandbox=", "os-sandbox="))]
-    assert learned == ["python-import=json"]
+
+    def active(text: str) -> list[str]:
+        lines = (line.split("  #", 1)[0].strip() for line in text.splitlines())
+        return [line for line in lines if line and not line.startswith("#")]
+
+    template = subprocess.run([python_sb, "--template"], capture_output=True, text=True)
+    given = set(active(template.stdout))  # the layers, the standard library's pure modules
+    learned = [line for line in active((project / ".py-sandboxes").read_text())]
+    assert [line for line in learned if line not in given] == ["python-import=shlex"]
+
+
+def test_help_lists_every_option_the_messages_point_to(python_sb: str) -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "COLUMNS": "80", "TERM": "dumb"}
+    out = subprocess.run([python_sb, "--help"], capture_output=True, text=True, env=env, check=True)
+    options = out.stdout.split("Examples:")[0]
+    for option in ("--template", "--audit-log", "--quiet-refusals", "--learn", "--replay"):
+        assert f"│ {option} " in options, option
+    # The examples fit 80 columns: each command on a line of its own, none wrapped.
+    examples = out.stdout.split("Examples:")[1].splitlines()
+    assert all(len(line.rstrip()) <= 80 for line in examples)
+    commands = [line.strip() for line in examples if line.strip().startswith("python-sb")]
+    assert len(commands) == 9
+    assert "python-sb --template > .py-sandboxes" in commands

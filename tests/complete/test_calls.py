@@ -122,6 +122,41 @@ def test_cant_signal_another_process(
     assert victims[1].poll() is None, "the victim died"
 
 
+POOL = """
+import multiprocessing, os, sys, time
+
+def sleepy(x):
+    time.sleep(30)
+
+if __name__ == "__main__":
+    pool = multiprocessing.get_context("fork").Pool(2)
+    pool.map_async(sleepy, range(2))
+    time.sleep(0.5)
+    pool.terminate()  # os.kill of its own workers
+    pool.join()
+    print("terminated", flush=True)
+    os.kill(int(sys.argv[1]), 15)
+"""
+
+
+def test_a_pool_stops_its_own_workers_but_cant_signal_another_process(
+    sb: Runner, project: Path, victims: list[subprocess.Popen[bytes]]
+) -> None:
+    # The workers are the program's own children, in this sandbox under these rules:
+    # signalling them reaches nothing new. Any other process stays out of reach.
+    rules = (
+        "expose-ro=.\nexpose-rw=/dev/shm\npython-import=*\n"
+        "python-api=ALLOW:os.fork\npython-api=ALLOW:pickle.loads\n"
+    )
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "pool.py").write_text(POOL)
+    result = sb("pool.py", str(victims[1].pid))
+    assert result.stdout == "terminated\n", result.stderr
+    assert result.stderr.count("os.kill() is denied by the API guard") == 1, result.stderr
+    assert "multiprocessing/popen_fork.py" not in result.stderr
+    assert victims[1].poll() is None, "the victim died"
+
+
 def test_a_grant_allows_the_whole_family(sb: Runner, project: Path, marker: Path) -> None:
     """Granting subprocess.run must not be undone by the Popen that run makes."""
     # The program started stays under the kernel layer: it writes only where a rule says.

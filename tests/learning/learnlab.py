@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pysandboxes._policy.template import active_lines
 from pysandboxes._wire.codec import Event, decode_events
 
-#: The active lines of a fresh template: they grant nothing.
-TEMPLATE_LINES = frozenset({"py-sandbox=true", "os-sandbox=${OS_SANDBOX:-landlock}"})
+#: The active lines of a fresh template: the layers, and the imports of the standard
+#: library's pure modules (no file, variable, connection or call).
+TEMPLATE_LINES = frozenset(active_lines())
 
 
 def granted(path: Path) -> list[str]:

@@ -80,8 +80,7 @@ def test_the_learned_rules_are_exactly_the_observed_accesses(
             "expose-ro=./config.toml",  # the file, not its directory
             "expose-rw=./out/",  # the directory it created and writes in, made again if missing
             f"net=ALLOW|tcp|127.0.0.1|{tcp.port}|OUT",
-            "python-import=json",
-            "python-import=os",
+            "python-import=os",  # json: the template grants the pure standard library
             "python-import=socket",
             "python-import=subprocess",
             "python-import=tomlkit",
@@ -96,7 +95,7 @@ def test_the_learned_rules_are_exactly_the_observed_accesses(
     # Imports are grouped: dangerous first, then the standard library, then the others.
     assert text.index("# ⚠ Dangerous!") < text.index("\npython-import=subprocess")
     assert text.index("\npython-import=subprocess") < text.index("# Standard Python")
-    assert text.index("# Standard Python") < text.index("\npython-import=json")
+    assert text.index("# Standard Python") < text.index("\npython-import=os")
     assert text.index("\npython-import=socket") < text.index("# External modules")
     assert text.index("# External modules") < text.index("\npython-import=tomlkit")
 
@@ -137,13 +136,13 @@ def test_cant_connect_to_a_port_the_learning_run_did_not_use(
 def test_a_program_killed_by_sigkill_still_gets_its_rules(sb: Runner, project: Path) -> None:
     (project / "data.txt").write_text("data")
     (project / "app.py").write_text(
-        "import csv, os, signal\nopen('data.txt').read()\nos.kill(os.getpid(), signal.SIGKILL)\n"
+        "import shlex, os, signal\nopen('data.txt').read()\nos.kill(os.getpid(), signal.SIGKILL)\n"
     )
     result = sb("app.py")
     assert result.returncode == -signal.SIGKILL
     rules = granted(project / ".py-sandboxes")
     assert "expose-ro=./data.txt" in rules
-    assert "python-import=csv" in rules
+    assert "python-import=shlex" in rules
     assert "python-import=signal" in rules
 
 
@@ -218,13 +217,13 @@ def test_a_module_run_with_m_learns_its_own_import(sb: Runner, project: Path) ->
     (project / "data.txt").write_text("x")
     (project / "tool").mkdir()
     (project / "tool" / "__init__.py").write_text("")
-    (project / "tool" / "__main__.py").write_text("import csv\nprint(open('data.txt').read())\n")
+    (project / "tool" / "__main__.py").write_text("import shlex\nprint(open('data.txt').read())\n")
     first = sb("-m", "tool")
     assert first.returncode == 0, first.stderr
     rule_file = project / "tool" / ".py-sandboxes"  # next to the module, as discovery says
     assert sorted(granted(rule_file)) == [
         f"expose-ro={project / 'data.txt'}",
-        "python-import=csv",
+        "python-import=shlex",
         "python-import=tool",  # asked for by the command line
     ]
     assert "python-import=tool  # learned: imported by the command line" in rule_file.read_text()

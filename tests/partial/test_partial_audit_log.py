@@ -51,3 +51,35 @@ def test_partial_mode_logs_decisions_and_sums_up_refusals(
     replay = sb("--replay=audit.jsonl", "--expose-ro=/etc/hostname")
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "file /etc/hostname (read) at tools.py:" in replay.stdout
+
+
+VARIABLES = """
+    import os
+    from pysandboxes import sandbox
+
+    @sandbox
+    def read():
+        return os.environ.get("STRIPE_API_TOKEN"), os.environ.get("GREETING")
+"""
+
+
+def test_the_summary_names_a_secret_variable_without_a_grant_to_paste(
+    app: App, project: Path
+) -> None:
+    (project / ".py-sandboxes").write_text("python-import=os\n")
+    result = app.run(
+        """
+        import tools
+        from pysandboxes import sandboxes
+        with sandboxes(audit_log="audit.jsonl"):
+            print(tools.read())
+        """,
+        VARIABLES,
+        env={"STRIPE_API_TOKEN": "tok-1", "GREETING": "hi"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "(None, None)\n"  # the control is the application: it has both
+    token = next(line for line in result.stderr.splitlines() if "STRIPE_API_TOKEN" in line)
+    assert "a secret, no grant suggested (see docs/learning.md#secrets)" in token
+    assert "env=STRIPE_API_TOKEN" not in result.stderr
+    assert "add 'env=GREETING=${GREETING}' to .py-sandboxes" in result.stderr

@@ -64,6 +64,29 @@ def test_learning_writes_the_functions_needs_with_where_they_came_from(app: App)
     assert "learned 2 rule(s)" in result.stderr
 
 
+def test_the_library_speaks_as_itself_and_advises_include_only_when_it_applies(
+    app: App,
+) -> None:
+    main = """
+        import tools
+        from pysandboxes import sandboxes
+        with sandboxes({config}learn={learn!r}):
+            tools.read("/etc/hostname")
+        """
+    alone = app.run(main.format(config="", learn=".py-sandboxes"), TOOLS)
+    assert alone.returncode == 0, alone.stderr
+    assert "pysandboxes learned 2 rule(s)" in alone.stderr
+    assert "python-sb" not in alone.stderr
+    assert "include" not in alone.stderr  # the only rule file: the next run finds it
+    (app.project / "main.py-sandboxes").write_text("python-import=os\n")
+    beside = app.run(
+        main.format(config="sandboxes_config='main.py-sandboxes', ", learn="learned.rules"),
+        TOOLS,
+    )
+    assert beside.returncode == 0, beside.stderr
+    assert 'add include "learned.rules" to your rule file' in beside.stderr
+
+
 def test_the_learned_rules_then_run_the_same_calls_with_no_refusal(app: App) -> None:
     main = """
         import tools

@@ -19,7 +19,7 @@ from pysandboxes._policy.lines import strip_comment
 from pysandboxes._policy.model import Policy
 from pysandboxes._policy.pyproject import pyproject_rule_lines
 from pysandboxes._policy.registry import CATEGORIES
-from pysandboxes._policy.template import TEMPLATE
+from pysandboxes._policy.template import SAFE_MODULES, TEMPLATE
 from pysandboxes._policy.writer import (
     BLOCKS,
     MARKERS,
@@ -219,9 +219,19 @@ def test_a_line_break_cannot_smuggle_a_rule() -> None:
 # -- the template -------------------------------------------------------------------------
 
 
-def test_the_template_has_only_the_two_active_lines() -> None:
+def test_the_template_grants_the_layers_and_the_pure_standard_library_only() -> None:
     rules = [line for line in TEMPLATE.splitlines() if line.strip() and not line.startswith("#")]
-    assert rules == ["py-sandbox=true", "os-sandbox=${OS_SANDBOX:-landlock}"]
+    imports = [line for line in rules if line.startswith("python-import=")]
+    assert [line for line in rules if line not in imports] == [
+        "py-sandbox=true",
+        "os-sandbox=${OS_SANDBOX:-landlock}",
+    ]
+    names = [name.strip() for line in imports for name in line.split("=", 1)[1].split(",")]
+    assert names == list(SAFE_MODULES)
+    assert all(len(line) <= 88 for line in imports)
+    # What reaches files, the network, processes or C code by itself stays ungranted.
+    for reaching in ("os", "io", "shutil", "socket", "urllib", "subprocess", "ctypes", "pickle"):
+        assert reaching not in names
 
 
 def test_the_template_has_every_block_in_order() -> None:
@@ -253,7 +263,7 @@ def test_the_template_parses_to_deny_all_and_takes_learned_rules(
     parse: Callable[..., Policy], tmp_path: Path
 ) -> None:
     empty = parse(TEMPLATE)
-    assert granted(empty) == set()
+    assert {text for text in granted(empty) if not text.startswith("python-import=")} == set()
     assert empty.py_sandbox is not None
     assert empty.py_sandbox.value is True
     assert empty.os_sandbox is not None
@@ -261,7 +271,7 @@ def test_the_template_parses_to_deny_all_and_takes_learned_rules(
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "config.toml").touch()
     learned = parse(insert_learned(TEMPLATE, ONE_OF_EACH, now=NOW))
-    assert granted(learned) == {rule.line for rule in ONE_OF_EACH}
+    assert granted(learned) == {rule.line for rule in ONE_OF_EACH} | granted(empty)
 
 
 # -- write_rule_file ----------------------------------------------------------------------

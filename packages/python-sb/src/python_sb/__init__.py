@@ -20,6 +20,9 @@ __all__ = ["__version__", "main"]
 
 #: Exit status of a configuration error, as CPython-compatible tools use for "cannot start".
 CONFIG_ERROR = 255
+#: Exit status when nothing was run for want of rules (no terminal to ask, or the answer
+#: was no): the program could not start, as with a configuration error.
+NOTHING_RUN = CONFIG_ERROR
 
 
 def version_text() -> str:
@@ -72,10 +75,13 @@ def main(args: list[str] | None = None) -> int:
 
 def _first_run(request: Any) -> Any:
     """With no rule file, learning happens only when the user says so: asked at a
-    terminal (``--learn`` answers yes in advance), refused without one."""
-    from pysandboxes._host.launch import learns_unasked
+    terminal (``--learn`` answers yes in advance), refused without one. An interactive
+    session is never learned unasked: it starts under the template's rules."""
+    from pysandboxes._host.launch import learns_unasked, without_rule_file
     from pysandboxes._record import replace
 
+    if request.program.kind == "repl" and without_rule_file(request, os.getcwd(), os.environ):
+        return _template_session(request)
     output = learns_unasked(request, os.getcwd(), os.environ)
     if output is None:
         return request
@@ -93,7 +99,25 @@ def _first_run(request: Any) -> Any:
     if answer not in ("y", "yes"):
         sys.stderr.write("python-sb: nothing was run. Write rules (python-sb --template).\n")
         return None
-    return replace(request, learn="", learn_start="short")
+    return replace(request, learn="")
+
+
+def _template_session(request: Any) -> Any:
+    """The session of a directory with no rule file: the template's rules (the standard
+    library's pure modules, nothing else), and how to grant more."""
+    from pysandboxes._policy.template import active_lines
+    from pysandboxes._record import replace
+    from pysandboxes._wire.spec import TEMPLATE_SESSION, Program
+
+    sys.stderr.write(
+        "python-sb: no rule file here: this session runs under the template's rules "
+        "(the standard library's pure modules: json, re, math, pathlib...; no file, "
+        "variable, network or process). Grant more for one session with rules before "
+        "the program (python-sb --expose-ro=. --python-import=requests), or write a rule "
+        "file: python-sb --template > .py-sandboxes, then edit it.\n"
+    )
+    program = Program("repl", TEMPLATE_SESSION)
+    return replace(request, program=program, extra_rules=(*active_lines(), *request.extra_rules))
 
 
 def _run(invocation: object, *, show: bool = False) -> int:
@@ -121,7 +145,7 @@ def _run(invocation: object, *, show: bool = False) -> int:
             return show_rules(request)
         request = _first_run(request)
         if request is None:
-            return 1
+            return NOTHING_RUN
         return run(request)
     except ConfigSyntaxError as exc:
         from python_sb.errors import report

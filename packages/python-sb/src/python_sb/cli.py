@@ -16,24 +16,28 @@ PYTHON = "Python options"
 EPILOG = """\
 Examples:
 
-  python-sb app.py --port 8000          run app.py under the .py-sandboxes next to it
+  python-sb app.py --port 8000
+      run app.py under the .py-sandboxes next to it
+  python-sb --expose-ro=./data -m tool
+      add a rule for this run only
+  python-sb --show-rules app.py
+      list the rules in force and where each comes from
+  python-sb --show-layers
+      which layer enforces each rule on this host
+  python-sb --explain import:requests
+      may the program import requests? which line says so?
+  python-sb --check
+      lint the rule file
+  python-sb --learn app.py
+      add the rules app.py needs to its rule file
+  python-sb --template > .py-sandboxes
+      start a rule file by hand: every key explained, commented
+  python-sb --audit-log=a.jsonl app.py
+      log every decision (--quiet-refusals: no summary at exit)
 
-  python-sb --expose-ro=./data -m tool  add a rule for this run only
-
-  python-sb --show-rules app.py         list the rules in force and where each comes from
-
-  python-sb --show-layers               which layer enforces each rule on this host
-
-  python-sb --explain import:requests   may the program import requests? which line says so?
-
-  python-sb --check                     lint the rule file
-
-  python-sb --learn app.py              add the rules app.py needs to its rule file
-
-  python-sb --audit-log=a.jsonl app.py  log every decision (--quiet-refusals: no summary)
-
-Any rule of the rule file can be given as --<key>=<value> before the program; a
-learn=false line in the file refuses them. Configuration errors exit with status 255.
+Any rule of the rule file can be given as --<key>=<value> before the program;
+a learn=false line in the file refuses them. Configuration errors, and a run
+refused for want of rules, exit with status 255.
 """
 
 
@@ -125,6 +129,33 @@ def build(rich: bool) -> typer.Typer:
                 "--check",
                 help="Lint the rule file (never-matching, overlapping and secret grants...); "
                 "warnings on stderr; exit 0 unless it cannot be used.",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = False,
+        template: Annotated[
+            bool,
+            typer.Option(
+                "--template",
+                help="Print the rule-file template (every key explained, commented; the "
+                "standard library's pure modules granted), then exit.",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = False,
+        audit_log: Annotated[
+            str | None,
+            typer.Option(
+                "--audit-log",
+                metavar="=FILE",
+                help="Log every decision to FILE, one JSON line each (the rule "
+                "audit-log=FILE); read it again with --replay.",
+                rich_help_panel=SANDBOX,
+            ),
+        ] = None,
+        quiet_refusals: Annotated[
+            bool,
+            typer.Option(
+                "--quiet-refusals",
+                help="No summary of the refusals at exit (the rule quiet-refusals=true).",
                 rich_help_panel=SANDBOX,
             ),
         ] = False,

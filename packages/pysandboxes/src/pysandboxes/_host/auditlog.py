@@ -43,6 +43,8 @@ class Refusals:
         dropped: wire lines that were not well-formed decisions.
         swallowed: the refusals that did not end the program as its uncaught exception
             (whose traceback said it all): the summary is shown when there is one.
+        probes: libraries' optional probes refused (a look at a file whose failure the
+            library caught): counted, not listed.
     """
 
     total: int
@@ -51,6 +53,7 @@ class Refusals:
     dropped: int = 0
     swallowed: int = 0
     targets: int = 0
+    probes: int = 0
 
 
 def open_log(path: str) -> int:
@@ -68,20 +71,31 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
+def _probe(refusal: Decision) -> bool:
+    """Whether a refusal was a library's optional probe: a look at a file whose failure
+    the library caught (it goes on without the file). The summary counts these in one
+    line; the log keeps each."""
+    return refusal.kind == "file" and refusal.access == "probe"
+
+
 def _moot(refusal: Decision) -> bool:
     """Whether a refusal changed nothing the program could see: a read of a file or a
     variable that is not there outside the sandbox either (sysconfig and importlib probe
     many), a native module its importer goes on without (a Python built without it
     looks the same), a probing bind to any free port whose failure is caught (a host
-    without IPv6 looks the same). The program met what it may meet without the sandbox,
-    so the summary leaves it out; the log keeps it. Checked here, on the trusted side."""
+    without IPv6 looks the same), at the prompt, the import system's search of a
+    directory of ``sys.path`` it may not read (an empty directory looks the same). The
+    program met what it may meet without the sandbox, so the summary leaves it out; the
+    log keeps it. Checked here, on the trusted side."""
     if refusal.kind == "env":
         return refusal.target not in os.environ
     if refusal.kind == "import":
         return refusal.access == "fallback"  # the importer went on without it, as it may
     if refusal.kind == "net":
         return refusal.access == "probe"  # a bind to any port, its failure caught
-    if refusal.kind == "file" and refusal.access == "read":
+    if refusal.kind == "file" and refusal.access == "search":
+        return True  # the import system went on to the next directory of sys.path
+    if refusal.kind == "file" and refusal.access in ("read", "probe"):
         return refusal.target.startswith("/") and not os.path.lexists(refusal.target)
     return False
 
@@ -100,6 +114,7 @@ class LogWriter:
         self._targets: set[tuple[str, str, str]] = set()
         self._dropped = 0
         self._surfaced = 0
+        self._probes: set[tuple[str, str]] = set()
         import threading  # the waiter's, or partial mode's: python-sb's own start needs none
 
         self._lock = threading.Lock()
@@ -139,7 +154,10 @@ class LogWriter:
                     self._first.pop((decision.kind, decision.target, decision.access), None)
                     continue
                 if not decision.allowed and not _moot(decision):
-                    self._count(decision)
+                    if not _probe(decision):
+                        self._count(decision)
+                    elif len(self._probes) < _COUNTED:  # counted in one line
+                        self._probes.add((decision.target, decision.where))
                 elif not self._keep_allowed:
                     continue
                 if self._log is None:
@@ -169,7 +187,8 @@ class LogWriter:
             swallowed = self._total - min(self._surfaced, self._total)
             first = tuple(self._first.values())
             targets = len(self._targets)
-            return Refusals(self._total, kinds, first, self._dropped, swallowed, targets)
+            probes = len(self._probes)
+            return Refusals(self._total, kinds, first, self._dropped, swallowed, targets, probes)
 
     def close(self) -> None:
         """Close the log's descriptor."""
@@ -193,17 +212,30 @@ _WAYS = {
 def summary(refusals: Refusals, log: str | None, rule_file: str, mode: str = "complete") -> str:
     """The lines for stderr at exit; ``""`` when nothing was refused but, perhaps, the
     refusal whose traceback ended the program. ``log``: the log's
-    path, ``None`` when the run kept none (the summary then says how to get one)."""
-    if not refusals.swallowed or not refusals.first:
-        return ""
+    path, ``None`` when the run kept none (the summary then says how to get one).
+    Libraries' optional probes are one line of their own, never a hint each."""
     name, get_log, quiet = _WAYS[mode]
+    probes = ""
+    if refusals.probes:
+        plural = "probe was" if refusals.probes == 1 else "probes were"
+        see = "the log lists them" if log is not None else f"{get_log} to see them"
+        probes = (
+            f"{refusals.probes} optional {plural} refused, harmless (a library looked for a "
+            f"file and went on without it): {see}"
+        )
+    if not refusals.swallowed or not refusals.first:
+        return f"{name}: {probes}" if probes else ""
+    from pysandboxes._policy.secrets import DOCS
+
     kinds = ", ".join(f"{count} {kind}" for kind, count in refusals.kinds)
     plural = "access was" if refusals.total == 1 else "accesses were"
     lines = [f"{name}: {refusals.total} {plural} refused by the sandbox ({kinds}):"]
     for decision in refusals.first:
         where = f" at {_printable(decision.where)}" if decision.where else ""
         what = f"  {decision.kind} {_printable(decision.target)} ({decision.access}){where}"
-        if decision.fix:
+        if decision.fix and _secret(decision):
+            what += f": a secret, no grant suggested (see {DOCS})"
+        elif decision.fix:
             what += f": add '{_printable(decision.fix)}' to {rule_file} to allow it"
         elif decision.rule_text:
             what += f": refused by '{_printable(decision.rule_text)}' ({decision.rule})"
@@ -212,12 +244,24 @@ def summary(refusals: Refusals, log: str | None, rule_file: str, mode: str = "co
     if more:  # other accesses refused (the header's count holds the repeats too)
         plus = "+" if refusals.targets >= _COUNTED else ""
         lines.append(f"  ... and {more}{plus} more")
+    if probes:
+        lines.append(f"  and {probes}")
     if log is not None:
         lines.append(f"  the full log: {log}")
     else:
         lines.append(f"  for the full log, run again with {get_log}")
     lines.append(f"  ({quiet}, or quiet-refusals=true in the rule file, hides this)")
     return "\n".join(lines)
+
+
+def _secret(decision: Decision) -> bool:
+    """Whether the refused access was of a secret: its grant is a deliberate edit (the
+    learned line, commented out), never a hint to paste."""
+    from pysandboxes._policy.secrets import secret_name, secret_path
+
+    if decision.kind == "env":
+        return secret_name(decision.target)
+    return decision.kind == "file" and secret_path(decision.target)
 
 
 def _printable(text: str) -> str:

@@ -95,8 +95,8 @@ class LaunchRequest:
         first_run: with no rule file and no rule given, learn (``python-sb``'s first run,
             once the user said yes); when false, refuse to start instead, saying how to
             learn: nothing learns unasked.
-        learn_start: what a new rule file starts with (``template``, ``short``,
-            ``rules``); by default the template, or the rules alone for ``--learn=FILE``.
+        learn_start: what a new rule file starts with (``template`` or ``rules``); by
+            default the template, or the rules alone for ``--learn=FILE``.
     """
 
     program: Program
@@ -135,6 +135,19 @@ def learns_unasked(request: LaunchRequest, cwd: str, env: Mapping[str, str]) -> 
     if found.path is not None or policy.learn is not None:
         return None
     return learning_output(None, policy, found, cwd, given=bool(request.extra_rules))
+
+
+def without_rule_file(request: LaunchRequest, cwd: str, env: Mapping[str, str]) -> bool:
+    """Whether a run of ``request`` finds no rule file and is not asked to learn (rules
+    given on the command line may be there: they are not a file).
+
+    Raises:
+        ConfigSyntaxError: the rules cannot be used.
+    """
+    if request.learn is not None:
+        return False
+    policy, found = load_rules(request, cwd, env)
+    return found.path is None and policy.learn is None
 
 
 def load_rules(

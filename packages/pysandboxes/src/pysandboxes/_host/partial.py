@@ -388,7 +388,8 @@ class Child:
             Event("result", name, "own" if own else "named", where=where)
             for name, (own, where) in (self.results_seen or {}).items()
         ]
-        plan = learning.plan(os.getcwd(), os.environ, self.spec.policy, self.spec.protected)
+        spec = self.spec
+        plan = learning.plan(os.getcwd(), os.environ, spec.policy, spec.protected, partial=True)
         summary = conclude(plan, collector.finish(), seen)
         if summary is not None:
             show(summary)

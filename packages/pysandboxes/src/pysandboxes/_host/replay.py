@@ -127,7 +127,9 @@ class Judges:
 
             if not target.startswith("/"):
                 return None
-            return _pair(self._files.judge(target, access_named(access)))
+            # "search", "probe": reads (of a directory of sys.path, of a file's metadata).
+            named = access_named("read" if access in ("search", "probe") else access)
+            return _pair(self._files.judge(target, named))
         if kind == "env":
             from pysandboxes._policy.globs import name_matches
 

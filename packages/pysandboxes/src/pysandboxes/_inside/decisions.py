@@ -1,9 +1,9 @@
 """The decision log, sandboxed side: count each decision, send them in batches.
 
 The guards tell ``DecisionLog`` what they allowed (``file``, ``allowed``), and the
-``Auditing`` enforcer what they refused, before the enforcer in force decides. The child
-never writes the log: it sends ``_wire.decisions`` lines over a pipe the trusted side
-handed it, which writes the log (``_host.auditlog``).
+``Auditing`` enforcer (``_inside.auditing``) what they refused, before the enforcer in
+force decides. The child never writes the log: it sends ``_wire.decisions`` lines over a
+pipe the trusted side handed it, which writes the log (``_host.auditlog``).
 
 The allowed path must stay cheap: a decision already seen costs a dictionary look-up and
 an increment, and no system call. A decision first seen is queued with the program's
@@ -20,8 +20,12 @@ import sys
 from _thread import get_ident
 from time import monotonic
 
-from pysandboxes._inside.guards.fallbacks import failure_caught, import_falls_back
-from pysandboxes._inside.recorder import exists, program_site
+from pysandboxes._inside.recorder import (
+    exists,
+    program_site,
+    session_framework,
+    typed_by_the_user,
+)
 from pysandboxes._policy.model import Access
 from pysandboxes._record import replace
 from pysandboxes._wire.decisions import (
@@ -37,9 +41,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pysandboxes._inside.enforce import Connection, Enforcer, FileAccess, Messages
+    from pysandboxes._inside.enforce import Enforcer
     from pysandboxes._policy.judge import ApiJudge, ImportJudge
-    from pysandboxes._policy.model import ExposeRule, Origin, Policy, Verdict
+    from pysandboxes._policy.model import ExposeRule, Origin, Policy
     from pysandboxes._wire.spec import AuditSpec, LaunchSpec
 
 #: The logs of this process (one, unless a test makes more): sent after each call of
@@ -63,7 +67,8 @@ class _Entry:
         self.sent = 0
 
 
-def _fields(origin: Origin | None) -> tuple[str, str]:
+def rule_fields(origin: Origin | None) -> tuple[str, str]:
+    """``(rule, rule_text)`` of a decision made by ``origin`` (``None``: no rule)."""
     if origin is None:
         return _origin_fields(None, 0, "")
     return _origin_fields(origin.source, origin.line, origin.text)
@@ -76,8 +81,10 @@ class DecisionLog:
     allowed (and pay nothing for it).
     """
 
-    def __init__(self, fd: int, cwd: str, *, allowed_too: bool) -> None:
+    def __init__(self, fd: int, cwd: str, *, allowed_too: bool, session: bool = False) -> None:
         self._fd = fd
+        # An interactive session: the shell's own probes are not the user's refusals.
+        self._session = session_framework() if session else None
         self._cwd = cwd.rstrip("/") + "/"
         self.allowed_too = allowed_too
         self._entries: dict[tuple[object, ...], _Entry] = {}
@@ -113,7 +120,7 @@ class DecisionLog:
         exposure = rule(real)
         if exposure is not None:
             origin: Origin | None = exposure.origin
-            shown = _fields(origin)
+            shown = rule_fields(origin)
         else:  # a directory on the way to an exposure: its existence is no secret
             origin, shown = None, (IMPLICIT, "a directory leading to an exposure")
         self._new(("file", real, access.value, id(origin)), "file", real, access.value, shown)
@@ -129,11 +136,22 @@ class DecisionLog:
         if entry is not None:
             entry.count += 1
             return entry
-        shown = _fields(origin) if origin is not None else (IMPLICIT, "")
+        shown = rule_fields(origin) if origin is not None else (IMPLICIT, "")
         return self._new(key, kind, target, access, shown)
 
-    def refused(self, kind: str, target: str, access: str, rule: tuple[str, str], fix: str) -> None:
-        """A refusal: recorded with the program's line, and sent at once."""
+    def refused(
+        self,
+        kind: str,
+        target: str,
+        access: str,
+        rule: tuple[str, str],
+        fix: str,
+        *,
+        probing: bool = False,
+    ) -> None:
+        """A refusal: recorded with the program's line, and sent at once. ``probing``: a
+        look at a file (``os.stat``...) whose failure the caller catches; made by a
+        library, it is an optional probe (``access`` becomes ``probe``)."""
         thread = get_ident()
         if thread in self._busy:
             return
@@ -144,6 +162,20 @@ class DecisionLog:
                 # The sandbox's own doing: its start, a traceback it prints, the import of
                 # the modules of @sandbox functions (whose byte code it may not cache).
                 return
+            session = self._session is not None
+            if self._session is not None and not typed_by_the_user(self._session):
+                return  # the interactive shell's own doing (IPython's probes)
+            if probing and ("/site-packages/" in where or "/dist-packages/" in where):
+                # A library looking whether an optional file is there (pydantic and the
+                # interpreter's path, a config file): it goes on without it. Counted in
+                # the summary as harmless, each one in the log.
+                access = "probe"
+            elif session and importing and kind == "file" and _on_import_path(target):
+                # At the prompt, the import system looking for a module in a directory of
+                # sys.path it may not read (the working directory): it goes on to the
+                # next one, as if the directory were empty. Logged, never summarised. A
+                # program's run keeps it in the summary: its own module may be there.
+                access = "search"
             key = (kind, target, access, rule, where, False)
             entry = self._entries.get(key)
             if entry is None:
@@ -246,92 +278,14 @@ class DecisionLog:
                 continue
             verdict = judge.judge(name)
             if verdict.allowed:
-                shown = _fields(verdict.rule)
+                shown = rule_fields(verdict.rule)
                 decision = Decision("import", name, "module", True, *shown, "", 1, "", self._pid)
                 self._entries[("import", name, "module", id(verdict.rule))] = _Entry(decision, 1)
 
 
-class Auditing:
-    """Records each refusal in the decision log, then lets ``inner`` decide."""
-
-    def __init__(
-        self, inner: Enforcer, log: DecisionLog, messages: Messages, api: ApiJudge
-    ) -> None:
-        self._inner = inner
-        self._log = log
-        self._messages = messages
-        self._api = api
-        self.hides_entries = inner.hides_entries
-        self.stands_in_for_native = inner.stands_in_for_native
-        # Every access is a decision to log: none is let through unjudged.
-        self.learned: frozenset[tuple[str, Access, str]] = frozenset()
-        self.learned_modules: frozenset[str] = frozenset()
-
-    def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
-        """Record, then refuse through ``inner``: not the interpreter's byte-code cache,
-        nor a ``mkdir`` of a directory that exists (it would fail all the same)."""
-        if report.api == "os.mkdir" and self._log.exists(report.real):
-            self._inner.refuse_file(report, verdict)
-            return
-        given = verdict.fix if verdict.fix is None or not verdict.fix.startswith("<") else None
-        fix = self._messages.suggestion(given).strip()
-        fix = fix[len("Add '") :].partition("' to ")[0] if fix.startswith("Add '") else ""
-        target = report.real if report.real.startswith("/") else report.named
-        if "/__pycache__" not in target:  # the interpreter's byte-code cache: it copes
-            self._log.refused("file", target, report.access.value, _fields(verdict.rule), fix)
-        self._inner.refuse_file(report, verdict)
-
-    def refuse_call(self, qualname: str, category: str, message: str) -> None:
-        """Record, then refuse through ``inner``."""
-        verdict = self._api.judge(qualname)
-        fix = "" if verdict.rule is not None else f"python-api=ALLOW:{qualname}"
-        self._log.refused("call", qualname, category, _fields(verdict.rule), fix)
-        self._inner.refuse_call(qualname, category, message)
-
-    def refuse_connection(
-        self, message: str, address: str, rule: str | None, target: Connection | None = None
-    ) -> None:
-        """Record, then refuse through ``inner``."""
-        shown = _named_rule(rule)
-        if target is not None and target.direction == "lookup":
-            fix = f"net=ALLOW|tcp|{target.host}|443|OUT"
-            self._log.refused("lookup", target.host, "OUT", shown, fix if rule is None else "")
-        elif target is not None:
-            name = f"{target.proto}:{target.host}:{target.port}"
-            fix = f"net=ALLOW|{target.proto}|{target.host}|{target.port}|{target.direction}"
-            access = target.direction
-            if target.direction == "IN" and target.port == 0 and failure_caught():
-                # A bind to any free port whose failure the caller catches: a probe (is
-                # IPv6 there?), answered as on a host without it. Logged, never summarised.
-                access = "probe"
-            self._log.refused("net", name, access, shown, fix if rule is None else "")
-        else:
-            self._log.refused("net", address, "OUT", shown, "")
-        self._inner.refuse_connection(message, address, rule, target)
-
-    def refuse_import(self, module: str, message: str, category: str | None = None) -> None:
-        """Record, then refuse through ``inner``."""
-        access = "native" if category else "module"
-        fix = "" if module.startswith("pysandboxes") else f"python-import={module}"
-        if category:
-            fix = f"python-api=ALLOW:{category}"
-        if category == "native" and import_falls_back():
-            # Caught by the code that asked (pytest's `import readline` workaround): it goes
-            # on as with a Python built without that module. Logged, never summarised.
-            access = "fallback"
-        self._log.refused("import", module, access, _origin_fields(None, 0, ""), fix)
-        self._inner.refuse_import(module, message, category)
-
-
-def _named_rule(rule: str | None) -> tuple[str, str]:
-    """``(rule, rule_text)`` from a guard's ``str(Origin)``: ``'text' from file(line)``."""
-    if rule is None:
-        return _origin_fields(None, 0, "")
-    text, found, where = rule.rpartition(" from ")
-    source, _, line = where.rstrip(")").rpartition("(")
-    if not found or not line.isdigit():
-        return rule, ""
-    return _origin_fields(source, int(line), text.strip("'"))
+def _on_import_path(target: str) -> bool:
+    """Whether ``target`` is a directory of ``sys.path`` (``""`` is the working one)."""
+    return any(os.path.abspath(entry or ".") == target for entry in sys.path)
 
 
 def flush_all() -> None:
@@ -342,7 +296,7 @@ def flush_all() -> None:
 
 def start_log(
     spec: AuditSpec, enforcer: Enforcer, api: ApiJudge, policy: Policy, launch: LaunchSpec
-) -> tuple[Auditing, DecisionLog]:
+) -> tuple[Enforcer, DecisionLog]:
     """The decision log of this process, and the enforcer that records refusals in it;
     sends what is left at exit. Called before the guards are installed."""
     import atexit
@@ -351,7 +305,8 @@ def start_log(
     from pysandboxes._policy.judge import ImportJudge
 
     os.set_inheritable(spec.fd, False)  # the programs it starts must not write decisions
-    log = DecisionLog(spec.fd, os.getcwd(), allowed_too=spec.allowed_too)
+    session = launch.program.kind == "repl"
+    log = DecisionLog(spec.fd, os.getcwd(), allowed_too=spec.allowed_too, session=session)
     if spec.allowed_too:
         log.imports = ImportJudge(policy)
     if spec.logged:  # a variable the sandbox lacks is no news worth a summary
@@ -359,6 +314,8 @@ def start_log(
     atexit.register(log.flush)
     _LOGS.append(log)
     messages = Messages(launch.rule_file, launch.rule_dir)
+    from pysandboxes._inside.auditing import Auditing
+
     return Auditing(enforcer, log, messages, api), log
 
 

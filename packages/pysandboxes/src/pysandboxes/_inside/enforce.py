@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from pysandboxes._policy.model import Access
+from pysandboxes._policy.secrets import DOCS, secret_path
 from pysandboxes._record import record
 from pysandboxes.errors import (
     RuleApiPermissionError,
@@ -52,6 +53,15 @@ def call_refusal(api: ApiJudge, qualname: str, category: str, rule_file: str) ->
     if api.names(qualname):
         return f"{why} Remove that line to allow it."
     return f"{why} Add {allow_one} to {rule_file} to allow this function."
+
+
+def secret_advice(rule_file: str) -> str:
+    """The way to grant a secret on purpose, for a refusal message or a summary's hint."""
+    return (
+        " No grant is suggested for a secret: granting one is a deliberate edit of"
+        f" {rule_file} (learning writes such a line commented out; uncomment it only if the"
+        f" program must have it). See {DOCS}."
+    )
 
 
 @record
@@ -160,6 +170,11 @@ class Messages:
                 value = "." if relative == "." else f"./{relative}"
         return f" Add '{key}={value}' to {self.rule_file} to allow it."
 
+    def secret(self) -> str:
+        """What a refusal of a secret says instead of a grant to paste: granting one is a
+        deliberate edit, never a copy of the last line of an error."""
+        return secret_advice(self.rule_file)
+
     def file(self, report: FileAccess, verdict: Verdict) -> str:
         """The message of a refused file access."""
         # /proc/self/fd/N/name is the sandbox's own pinned route: the user's path only.
@@ -209,6 +224,10 @@ class Messages:
         if named != report.real:
             shown += f" ('{report.real}')"
         verb = _VERBS[report.access]
+        if verdict.fix is not None and secret_path(report.real):
+            return f"{verb} {shown} is refused: it holds a secret (keys or credentials)." + (
+                self.secret()
+            )
         if verdict.hidden and verdict.rule is not None:
             return f"{verb} {shown} is refused: it is hidden by {verdict.rule}."
         if verdict.hidden:

@@ -96,6 +96,32 @@ def program_site(cwd: str) -> tuple[str | None, bool]:
     return f"{filename}:{frame.f_lineno}", importing
 
 
+def session_framework() -> tuple[str, ...]:
+    """The places whose frames are an interactive session's own, not the user's: the
+    standard library, this framework, python-sb's shell (see ``typed_by_the_user``)."""
+    return (_STDLIB, _OWN_DIR, "<frozen ", "<pysandboxes ", *_shell_dirs())
+
+
+def typed_by_the_user(framework: tuple[str, ...]) -> bool:
+    """Whether a frame of the stack is the user's: a line typed at the prompt, or a
+    file outside the interpreter's trees and ``framework`` (the user's modules). In an
+    interactive session, what the shell does with no such frame (IPython probing the
+    terminal, ``/proc/self`` or its profile) is the framework's: not learned, not
+    summed up, refused all the same."""
+    frame: FrameType | None = current_frame()
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not (
+            filename.startswith(framework)
+            or filename == "<string>"  # the bootstrap: a session runs no -c code
+            or "/site-packages/" in filename
+            or "/dist-packages/" in filename
+        ):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _shell_dirs() -> tuple[str, ...]:
     """Where python-sb's interactive session lives (beside this package in an install,
     elsewhere in an editable one): its frames are the shell's, never the user's."""
@@ -117,8 +143,7 @@ class Learning:
         # An interactive session: what the shell itself does (IPython, prompt_toolkit,
         # with no line the user typed on the stack) is not the user's to learn.
         self._session = session
-        shell = _shell_dirs() if session else ()
-        self._framework = (_STDLIB, _OWN_DIR, "<frozen ", "<pysandboxes ", *shell)
+        self._framework = session_framework() if session else ()
         self._enforcing = Enforcing(messages)
         self._cwd = cwd.rstrip("/") + "/"
         self._sent: set[tuple[str, str, str, str, int]] = set()
@@ -139,20 +164,7 @@ class Learning:
     # -- where the program did it ------------------------------------------------------
 
     def _typed_by_the_user(self) -> bool:
-        """Whether a frame of the stack is the user's: a line typed at the prompt, or a
-        file outside the interpreter's trees and this framework (the user's modules)."""
-        frame: FrameType | None = current_frame()
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            if not (
-                filename.startswith(self._framework)
-                or filename == "<string>"  # the bootstrap: a session runs no -c code
-                or "/site-packages/" in filename
-                or "/dist-packages/" in filename
-            ):
-                return True
-            frame = frame.f_back
-        return False
+        return typed_by_the_user(self._framework)
 
     def where(self) -> str | None:
         """``file:line`` of the program's code behind the access; ``None`` for our own."""

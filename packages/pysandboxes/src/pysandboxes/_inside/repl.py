@@ -13,6 +13,7 @@ import sys
 
 # Bound now: the runner's session imports nothing of the sandbox's once the program runs.
 from pysandboxes._inside.tracebacks import user_traceback
+from pysandboxes.errors import SandBoxError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,12 +30,19 @@ def banner(
     learning: bool = False,
     provider: str = "subprocess",
     python_layer: bool = True,
+    template: bool = False,
 ) -> str:
     """The two lines that open a sandboxed session, and CPython's usual third.
 
     The kernel provider is always named; ``subprocess`` and ``none`` say plainly that no
     kernel layer stands behind the rules, and ``py-sandbox=false`` that no Python layer does.
+    ``template``: no rule file, the session runs under the template's rules.
     """
+    whose = (
+        f"the template's rules (no '{rule_file}' here)"
+        if template
+        else f"the rules in '{rule_file}'"
+    )
     if provider == "none":
         rules = "NOT SANDBOXED: os-sandbox=none, no rule is enforced in this session"
     elif learning:
@@ -46,17 +54,14 @@ def banner(
         rules = "NOT SANDBOXED: py-sandbox=false and os-sandbox=subprocess leave no layer"
     elif not python_layer:
         rules = (
-            f"Limited by the rules in '{rule_file}', enforced by os-sandbox={provider} "
+            f"Limited by {whose}, enforced by os-sandbox={provider} "
             "alone (py-sandbox=false: no Python layer)"
         )
     elif provider != "subprocess":
-        rules = (
-            f"Limited by the rules in '{rule_file}', enforced by the Python layer "
-            f"and os-sandbox={provider}"
-        )
+        rules = f"Limited by {whose}, enforced by the Python layer and os-sandbox={provider}"
     else:
         rules = (
-            f"Limited by the rules in '{rule_file}', enforced by the Python layer alone "
+            f"Limited by {whose}, enforced by the Python layer alone "
             "(os-sandbox=subprocess: no kernel layer)"
         )
     return (
@@ -73,10 +78,18 @@ def interact(
     *,
     learning: bool = False,
     python_layer: bool = True,
+    template: bool = False,
 ) -> None:
-    """Run the session in ``namespace`` (the ``__main__`` of the sandbox)."""
+    """Run the session in ``namespace`` (the ``__main__`` of the sandbox); ``template``:
+    under the template's rules, for want of a rule file."""
     show_banner = sys.stdin.isatty() and sys.stdout.isatty()
-    shown = banner(rule_file, learning=learning, provider=provider, python_layer=python_layer)
+    shown = banner(
+        rule_file,
+        learning=learning,
+        provider=provider,
+        python_layer=python_layer,
+        template=template,
+    )
     text = shown if show_banner else ""
     try:
         import IPython
@@ -215,5 +228,21 @@ def _without_sandbox_frames(
     shell: Any, etype: type[BaseException], value: BaseException, tb: Any, tb_offset: Any = None
 ) -> None:
     """Show an error of a cell as the standard session does: a refusal's traceback ends
-    at the line typed, without the frames of the guard that raised it."""
+    at the line typed, without the frames of the guard that raised it. A refusal met
+    while IPython acts for the line (``!ls``, an alias such as ``clear``, a magic) is one
+    line: what was refused and the rule that would allow it, not the frames of IPython
+    and ``subprocess`` between the prompt and the guard."""
+    if isinstance(value, SandBoxError) and _through_ipython(tb):
+        print(f"{etype.__name__}: {value}", file=sys.stderr, flush=True)
+        sys.audit("pysandboxes.surfaced")  # the decision log: the line said it all
+        return
     shell.showtraceback((etype, value, user_traceback(tb)), tb_offset=tb_offset)
+
+
+def _through_ipython(tb: Any) -> bool:
+    """Whether a frame of the traceback is IPython's own (its shell, magics, aliases)."""
+    while tb is not None:
+        if f"{os.sep}IPython{os.sep}" in tb.tb_frame.f_code.co_filename:
+            return True
+        tb = tb.tb_next
+    return False

@@ -16,6 +16,7 @@ import sys
 from pysandboxes._inside import repl as _repl
 from pysandboxes._inside.repl import PS1, PS2
 from pysandboxes._inside.tracebacks import prompt_excepthook, user_traceback
+from pysandboxes._wire.spec import TEMPLATE_SESSION
 from pysandboxes.errors import (
     RuleApiPermissionError,
     RuleFileNotFoundError,
@@ -131,7 +132,7 @@ def run(program: Program, code: CodeType | None, serve: Callable[[], None] | Non
         if serve is not None:
             serve()
         elif program.kind == "repl":
-            interact(_fresh_main())
+            interact(_fresh_main(), template=program.target == TEMPLATE_SESSION)
         elif program.kind == "module":
             runpy._run_module_as_main(program.target, alter_argv=True)  # type: ignore[attr-defined]
         elif program.kind == "script" and code is None:
@@ -223,10 +224,11 @@ session: dict[str, str | None] = {
 }
 
 
-def interact(namespace: dict[str, object]) -> None:
+def interact(namespace: dict[str, object], *, template: bool = False) -> None:
     """The interactive prompt, marked so nobody mistakes it for an unsandboxed one.
 
     IPython's when it is installed, else the standard console, with the same marks.
+    ``template``: no rule file, the template's rules (the banner says so).
     """
     rule_file = session["rule_file"] or ".py-sandboxes"
     import pydoc
@@ -242,4 +244,5 @@ def interact(namespace: dict[str, object]) -> None:
         session["provider"] or "subprocess",
         learning=bool(session["learning"]),
         python_layer=bool(session["python_layer"]),
+        template=template,
     )

@@ -1,12 +1,39 @@
 """The rule file written by a first learning run, before the learned rules go into it.
 
 Almost all of it is comments: a reader who opens the file for the first time learns each
-family of rules where its rules live. Only two lines are active, so with nothing learned the
-file denies everything. Learned rules are inserted before the closing ``# </learning_...>``
-marker of their block (see ``writer``), so the markers must stay in ``writer.BLOCKS`` order.
+family of rules where its rules live. The active lines are the layers and the imports of
+the standard library's pure modules (``SAFE_MODULES``): with nothing learned the file
+denies every file, variable, connection and sensitive call. Learned rules are inserted
+before the closing ``# </learning_...>`` marker of their block (see ``writer``), so the
+markers must stay in ``writer.BLOCKS`` order.
 """
 
 from __future__ import annotations
+
+#: The modules of the standard library granted by the template: pure code over data, or C
+#: accelerators of it, whose import opens nothing, starts nothing and loads no library of
+#: the program's choosing (``python-sb``'s session without a rule file runs under them).
+SAFE_MODULES = (
+    "abc", "base64", "bisect", "calendar", "cmath", "collections", "contextlib", "copy",
+    "csv", "dataclasses", "datetime", "decimal", "difflib", "enum", "fractions", "functools",
+    "graphlib", "hashlib", "heapq", "hmac", "html", "itertools", "json", "keyword", "math",
+    "numbers", "operator", "pathlib", "pprint", "random", "re", "reprlib", "secrets",
+    "statistics", "string", "struct", "textwrap", "time", "types", "typing", "unicodedata",
+    "weakref",
+)  # fmt: skip
+
+
+def _import_lines(names: tuple[str, ...], width: int = 88) -> str:
+    """``python-import=`` lines granting ``names``, each at most ``width`` long."""
+    lines: list[str] = []
+    line = ""
+    for name in names:
+        if line and len(line) + len(name) + 2 > width:
+            lines.append(line)
+            line = ""
+        line = f"{line}, {name}" if line else f"python-import={name}"
+    return "\n".join([*lines, line])
+
 
 TEMPLATE = """\
 # .py-sandboxes: the rights this program runs with, one rule per line.
@@ -82,8 +109,13 @@ TEMPLATE = """\
 
 # == IMPORTS ==============================================================================
 # python-import=NAME, NAME  top-level modules the program may import; their submodules
-# follow. Modules of the standard library need a rule too. '*' allows every module.
-#python-import=json, pathlib, urllib
+# follow. '*' allows every module. The line below grants the modules of the standard
+# library that reach nothing by themselves: data, text, numbers, dates, containers. What
+# they do to files (pathlib) is judged by the file rules all the same. The modules that
+# reach files, the network, processes or C code (os, io, shutil, socket, urllib,
+# subprocess, ctypes...) need a rule of their own:
+python-import={SAFE}
+#python-import=os, urllib
 # <learning_guard_import>
 # </learning_guard_import>
 
@@ -163,16 +195,14 @@ os-sandbox=${OS_SANDBOX:-landlock}
 # Uncomment to keep these rules as reviewed: learning runs and rules added on the command
 # line are then refused.
 # learn=false
-"""
+""".replace("python-import={SAFE}", _import_lines(SAFE_MODULES))
 
 
-#: What a first run's rule file starts with: a few lines, not the whole template.
-SHORT = """\
-# The rules of this program for python-sb (Py-Sandboxes), learned from what it did.
-# Each line below is a right the program has: review them. Nothing else is allowed.
-# `python-sb --template` prints every key, commented; `python-sb --learn ...` adds what
-# a new run needs.
-"""
+def active_lines(text: str = "") -> tuple[str, ...]:
+    """The rules of ``text`` (the template by default), without comments or blank lines."""
+    lines = (line.strip() for line in (text or TEMPLATE).splitlines())
+    return tuple(line for line in lines if line and not line.startswith("#"))
+
 
 #: Where a new rule file starts, by the kind of learning run (see ``Plan.start``).
-STARTS = {"template": TEMPLATE, "short": SHORT, "rules": ""}
+STARTS = {"template": TEMPLATE, "rules": ""}

@@ -32,7 +32,9 @@ from pysandboxes._record import record
 FORMAT = 1
 #: The kinds of decision, and the ``access`` values each accepts (``*``: any short word).
 KINDS: dict[str, frozenset[str]] = {
-    "file": frozenset({"read", "write", "create", "delete", "execute"}),
+    # "search": the import system's look into a directory of sys.path it may not read;
+    # "probe": a library's look at a file (os.stat...) whose failure it catches.
+    "file": frozenset({"read", "write", "create", "delete", "execute", "search", "probe"}),
     "env": frozenset({"read"}),
     # "probe": a bind to any free port whose failure its caller catches (see _host.auditlog).
     "net": frozenset({"IN", "OUT", "probe"}),

@@ -86,6 +86,11 @@ def deferred(name: str) -> bool:
     return name.startswith("PYTHON") and name not in STARTUP_VARIABLES
 
 
+#: The target of an interactive session run under the template's rules, for want of a
+#: rule file (its banner says so).
+TEMPLATE_SESSION = "<template>"
+
+
 @record
 class Program:
     """What to run, as CPython's command line says it.
@@ -93,7 +98,8 @@ class Program:
     Attributes:
         kind: ``script``, ``module`` (``-m``), ``command`` (``-c``), ``stdin`` (``-`` or a
             pipe), ``repl``, or ``serve`` (partial mode: serve ``@sandbox`` calls).
-        target: the script path, module name or command text.
+        target: the script path, module name or command text (a session's:
+            ``TEMPLATE_SESSION`` or nothing).
         args: ``sys.argv[1:]`` of the program.
     """
 

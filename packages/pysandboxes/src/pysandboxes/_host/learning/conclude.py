@@ -91,7 +91,8 @@ def conclude(
     except Exception as exc:  # a bug here must not cost the program's exit status
         # The failure may come after the file was written: say so.
         print(
-            f"python-sb: learning failed ({exc!r}): {plan.output} may hold new rules, review it",
+            f"{plan.speaker}: learning failed ({exc!r}): {plan.output} may hold new rules, "
+            "review it",
             file=sys.stderr,
         )
         return None
@@ -116,7 +117,12 @@ def show(summary: Summary, renderer: str = "") -> None:
 
 def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: str) -> Summary:
     sys.path[:0] = [p for p in plan.path if p not in sys.path]
-    from pysandboxes._host.learning.rules import Context, drop_contradictions, learn
+    from pysandboxes._host.learning.rules import (
+        Context,
+        drop_contradictions,
+        drop_granted_imports,
+        learn,
+    )
     from pysandboxes._wire.codec import read_events
     from pysandboxes._wire.events import MAX_EVENTS
 
@@ -134,6 +140,10 @@ def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: s
     learned = learn(events, context)
     if os.path.basename(plan.output) != "pyproject.toml":
         learned = drop_contradictions(learned, _read(plan.output))
+        if plan.start == "template" and not os.path.exists(plan.output):
+            from pysandboxes._policy.template import SAFE_MODULES
+
+            learned = drop_granted_imports(learned, frozenset(SAFE_MODULES))
     notes = _short(learned.skipped)
     if beyond:
         notes.append(
@@ -152,18 +162,27 @@ def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: s
     if refusal:
         notes.append(refusal)
         notes.append("the rules learned are below: add them yourself once nothing runs")
-        return _summary(learned, notes, shown, unwritten=True)
+        return _summary(learned, notes, shown, unwritten=True, by=plan.speaker)
     if digest(plan.output) != plan.digest:
         notes.append(f"{shown} changed while the program ran: nothing is written to it")
         notes.append("check the file, then learn again; the rules learned are below")
-        return _summary(learned, notes, shown, unwritten=True)
+        return _summary(learned, notes, shown, unwritten=True, by=plan.speaker)
     try:
         backup = _write(plan.output, learned, plan.start)
     except (OSError, ValueError) as exc:
         notes.append(f"the rules could not be written to {shown}: {exc}")
-        return _summary(learned, notes, shown, unwritten=True)  # nothing is lost
+        return _summary(learned, notes, shown, unwritten=True, by=plan.speaker)  # nothing is lost
     if not existed:
-        notes.append(f"{shown} written from the template, with the rules learned")
+        what = (
+            "the rules learned"
+            if plan.start == "rules"
+            else (
+                f"the template (python-sb --template: every key explained, the standard "
+                f"library's pure modules granted) with the {len(learned.rules)} rule(s) learned "
+                "in its learning blocks"
+            )
+        )
+        notes.append(f"{shown} written: {what}")
     elif learned.rules:
         notes.append(
             f"rules written to {shown}" + (f" (previous version: {backup})" if backup else "")
@@ -171,7 +190,7 @@ def _conclude(plan: Plan, chunks: list[bytes], seen: Sequence[Event], refusal: s
         notes.append("review them: each rule is a right the program will have")
     else:
         notes.append(f"nothing new to learn; {shown} is unchanged")
-    return _summary(learned, notes, shown)
+    return _summary(learned, notes, shown, by=plan.speaker)
 
 
 #: Most notes and rows of one kind the summary shows; the rest are counted.
@@ -226,8 +245,11 @@ def _write(output: str, learned: Learned, start: str = "template") -> str | None
     return str(backup) if backup is not None else None
 
 
-def _summary(learned: Learned, notes: list[str], shown: str, *, unwritten: bool = False) -> Summary:
-    title = _printable(f"python-sb learned {len(learned.rows)} rule(s) for {shown}")
+def _summary(
+    learned: Learned, notes: list[str], shown: str, *, unwritten: bool = False, by: str = ""
+) -> Summary:
+    speaker = by or "python-sb"  # the library speaks as itself (Plan.speaker)
+    title = _printable(f"{speaker} learned {len(learned.rows)} rule(s) for {shown}")
     # What the program named (paths, code locations) reaches a terminal: no control codes.
     rows = tuple(
         (family, _printable(rule), _printable(where)) for family, rule, where in _grouped(learned)

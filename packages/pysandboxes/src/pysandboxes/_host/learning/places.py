@@ -11,6 +11,7 @@ import functools
 import os
 
 from pysandboxes._policy.pathnames import within
+from pysandboxes._policy.secrets import secret_name, secret_path
 from pysandboxes._record import record
 
 
@@ -145,33 +146,11 @@ def home_hidden(path: str, context: Context) -> bool:
     return any(path.startswith(home + "/.") for home in homes(context))
 
 
-#: Files of a home that hold keys and credentials (relative to the home).
-_SECRET_HOME_FILES = (
-    ".ssh/", ".aws/", ".gnupg/", ".netrc", ".git-credentials", ".pgpass", ".docker/config.json",
-    ".kube/config", ".config/gcloud/", ".azure/", ".password-store/", ".pypirc", ".npmrc",
-)  # fmt: skip
-#: Files of the system that hold password hashes or host keys.
-_SECRET_SYSTEM_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/sudoers", "/etc/ssh/ssh_host_")
-_SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".keystore", ".kdbx")
-_SECRET_NAMES = ("id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", ".env", "credentials")
-#: Words in a variable's name that say it holds a secret.
-_SECRET_WORDS = ("SECRET", "PASSWORD", "PASSWD", "TOKEN", "CREDENTIAL", "PRIVATE")
-
-
 def secret_file(path: str, context: Context) -> bool:
     """Whether ``path`` holds keys or credentials: learned commented out, never granted."""
-    name = os.path.basename(path)
-    if name in _SECRET_NAMES or name.endswith(_SECRET_SUFFIXES) or name.startswith(".env."):
-        return True
-    if path.startswith(_SECRET_SYSTEM_FILES):
-        return True
-    return any(
-        within(path, home) and path[len(home) + 1 :].startswith(_SECRET_HOME_FILES)
-        for home in homes(context)
-    )
+    return secret_path(path, homes(context))
 
 
 def secret_variable(name: str) -> bool:
     """Whether a variable is named like a secret (``*_TOKEN``, ``*_KEY``, ``*SECRET*``...)."""
-    upper = name.upper()
-    return any(word in upper for word in _SECRET_WORDS) or upper.endswith(("_KEY", "APIKEY"))
+    return secret_name(name)

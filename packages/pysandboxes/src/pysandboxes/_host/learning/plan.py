@@ -53,8 +53,9 @@ class Plan:
             outside the sandbox, so nothing there is learned for writing.
         renderer: ``module:function`` that prints the summary (see ``conclude.show``).
         start: what a new rule file starts with: ``template`` (every key, commented),
-            ``short`` (a few lines, a first run's), ``rules`` (the rules alone, to
-            include from another file).
+            ``rules`` (the rules alone, to include from another file).
+        speaker: who speaks in the summary: ``python-sb``, or ``pysandboxes`` (the
+            library, in partial mode).
     """
 
     fd: int
@@ -71,6 +72,7 @@ class Plan:
     commands: tuple[str, ...] = ()
     renderer: str = ""
     start: str = "template"
+    speaker: str = "python-sb"
 
 
 def make_plan(
@@ -84,6 +86,7 @@ def make_plan(
     digest: str = "",
     renderer: str = "",
     start: str = "template",
+    speaker: str = "python-sb",
 ) -> Plan:
     """The plan of a learning run, from the launcher's knowledge of the host."""
     # The runtime's own first: they always mean this interpreter's trees, for anyone.
@@ -106,13 +109,14 @@ def make_plan(
         tuple(p for p in env.get("PATH", "").split(os.pathsep) if p.startswith("/")),
         renderer,
         start,
+        speaker,
     )
 
 
 def plan_argument(plan: Plan) -> str:
     """The plan as one command-line argument of the waiter."""
     names = ("fd", "output", "cwd", "home", "variables", "host_names", "rule_files")
-    more = ("relaxed", "path", "advice", "digest", "commands", "renderer", "start")
+    more = ("relaxed", "path", "advice", "digest", "commands", "renderer", "start", "speaker")
     fields = {name: getattr(plan, name) for name in (*names, *more)}
     import json  # only when learning: every start of python-sb imports this module
 
@@ -164,6 +168,8 @@ class LearnRun:
         policy: Policy,
         protected: Sequence[str] = (),
         renderer: str = "",
+        *,
+        partial: bool = False,
     ) -> Plan:
         """What the waiter needs to conclude (see ``session.Plan``). ``protected``: the
         files the run protects as rule files, besides the policy's (the places the rule
@@ -173,10 +179,17 @@ class LearnRun:
         if policy.learn is not None:
             advice = f"remove {policy.learn.origin.text!r} ({policy.learn.origin.where}) to "
             advice += "enforce the rules: while it is there, every run learns"
-        elif self.start == "rules" and self.output not in policy.rule_files:
+        elif self.start == "rules" and policy.rule_files and self.output not in policy.rule_files:
             name = os.path.basename(self.output)  # --learn=FILE: no rule reads it yet
             advice = f'add include "{name}" to your rule file for the next run to enforce them'
             relaxed = ""  # the next run does not enforce them on its own
+        elif self.start == "rules" and not policy.rule_files:
+            # No other rule file: the next run reads this one if it finds or is told it.
+            name = os.path.basename(self.output)
+            if name not in (".py-sandboxes", "pyproject.toml"):
+                way = "sandboxes_config=" if partial else "--pysandboxes-config="
+                advice = f"the next run reads {name} when told: {way}{name!r}"
+                relaxed = ""
         return make_plan(
             self.read_fd,
             self.output,
@@ -188,6 +201,7 @@ class LearnRun:
             self.digest,
             renderer,
             self.start,
+            "pysandboxes" if partial else "python-sb",
         )
 
 

@@ -246,3 +246,15 @@ def drop_contradictions(learned: Learned, text: str) -> Learned:
         rules.append(rule)
         rows.append(row)
     return Learned(tuple(rules), tuple(rows), tuple(skipped))
+
+
+def drop_granted_imports(learned: Learned, granted: frozenset[str]) -> Learned:
+    """Leave out a learned ``python-import=X`` the new file's start already grants (the
+    template's modules of the standard library): the file would say it twice."""
+    kept = [
+        (rule, row)
+        for rule, row in zip(learned.rules, learned.rows, strict=True)
+        if rule.line.removeprefix("python-import=") not in granted
+        or not rule.line.startswith("python-import=")
+    ]
+    return Learned(tuple(rule for rule, _ in kept), tuple(row for _, row in kept), learned.skipped)

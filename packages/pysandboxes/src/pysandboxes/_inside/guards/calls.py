@@ -9,7 +9,8 @@ rule are refused, naming the function, its category and both lines that would al
 ``_posixsubprocess.fork_exec`` raises no event (``multiprocessing`` calls it directly), so
 the module's function is replaced by a judged one before anything can bind it, and
 importing the module again is refused. A program may still signal itself (``os.kill`` of
-its own pid), as ``signal.raise_signal`` does unaudited.
+its own pid), as ``signal.raise_signal`` does unaudited, and its own children, which run
+in this sandbox under these rules (``multiprocessing.Pool`` ending its workers).
 
 ``ctypes`` reads and writes memory and calls C without any event (``cast``, ``memmove``, a
 pointer indexed past its object), so without a ``native`` grant its C half, ``_ctypes``,
@@ -31,7 +32,12 @@ import os
 
 from pysandboxes._inside.enforce import call_refusal
 from pysandboxes._inside.guards.fallbacks import import_falls_back
-from pysandboxes._inside.guards.sealedcalls import EXTENSION_EVENT, REFUSE_EVENT, SEALED_EVENTS
+from pysandboxes._inside.guards.sealedcalls import (
+    EXTENSION_EVENT,
+    REFUSE_EVENT,
+    SEALED_EVENTS,
+    own_child,
+)
 from pysandboxes._inside.guards.values import plain_str
 from pysandboxes._policy.registry import SUBINTERPRETER_FUNCTIONS, SUBINTERPRETER_MODULES
 
@@ -109,6 +115,8 @@ _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
     "ctypes.cdata/buffer": ("ctypes.cast", _NATIVE),
     "ctypes.addressof": ("ctypes.cast", _NATIVE),
 }
+
+
 #: The stand-in ctypes's refusals (``datactypes``): its key -> what, and the function named.
 _STAND_IN: dict[str, tuple[str, str]] = {
     "CDLL": ("Loading a library (ctypes.CDLL, ctypes.cdll)", "ctypes.CDLL"),
@@ -255,6 +263,11 @@ class CallGuard:
     def _kill(self, args: tuple[Any, ...]) -> None:
         if args and type(args[0]) is int and args[0] == self._pid:
             return  # signalling itself: what signal.raise_signal does, unaudited
+        if args and type(args[0]) is int and args[0] > 0 and own_child(args[0]):
+            # A child of this process (multiprocessing.Pool terminating its workers):
+            # it runs in this sandbox, under these rules, so the signal reaches nothing
+            # the program could not already. Other processes stay refused.
+            return
         self.refuse("os.kill")
 
     def _dlopen(self, args: tuple[Any, ...]) -> None:

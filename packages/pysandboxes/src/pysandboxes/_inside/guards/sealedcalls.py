@@ -239,3 +239,18 @@ def _refusing_copy(
     for holder in holders[1:]:
         if holder is not None:
             setattr(holder, alias or name, refusing)
+
+
+#: Taken at import, before the program runs: what it later puts in ``os`` is not asked.
+_WAITID = os.waitid
+
+
+def own_child(pid: int) -> bool:
+    """Whether ``pid`` is a child of this process, running or not yet reaped (so its pid
+    cannot name another process): ``waitid`` answers for our own children alone, and
+    ``WNOWAIT`` leaves the child's status for its owner to collect."""
+    try:
+        _WAITID(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except (ChildProcessError, OSError, ValueError):
+        return False
+    return True
