@@ -270,6 +270,89 @@ def test_cant_reach_a_host_socket_with_a_writable_exposure(
         server.accept()[0].close()
 
 
+TAKE_OVER_THE_BROKER = """
+import struct, threading, time
+libc.syscall.restype = ctypes.c_long
+libc.prctl(38, 1, 0, 0, 0)  # no new privileges: the sandbox has it already
+def address(path):
+    path = path.encode()
+    return ctypes.create_string_buffer(struct.pack("=H", 1) + path + bytes(1), len(path) + 3)
+def connect(path):
+    return libc.connect(libc.socket(1, 1, 0), address(path), len(path) + 3)
+# Connects to a socket that never accepts wait in the broker, every thread of it busy; the
+# next wait in the kernel, where a signal takes them back before the broker reads them.
+stalled = socket.socket(socket.AF_UNIX)
+stalled.bind("data/stalled.sock")
+stalled.listen(0)
+handler = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda number: None)
+libc.signal(10, handler)  # SIGUSR1
+waiting = [threading.Thread(target=connect, args=("data/stalled.sock",)) for _ in range(40)]
+for thread in waiting:
+    thread.start()
+time.sleep(1)
+for _ in range(3):
+    for thread in waiting:
+        if thread.is_alive():
+            libc.pthread_kill(ctypes.c_ulong(thread.ident), 10)
+    time.sleep(0.1)
+stalled.close()
+for thread in waiting:
+    thread.join()
+served = socket.socket(socket.AF_UNIX)
+served.bind("data/served.sock")
+served.listen(1)
+print("BROKER", end=" ")
+outcome(connect("data/served.sock"))
+# A listener of its own, answering CONTINUE, would take connect before the broker's.
+code = struct.pack("=HBBI", 0x20, 0, 0, 0) + struct.pack("=HBBI", 0x15, 0, 1, 42)
+code += struct.pack("=HBBI", 6, 0, 0, 0x7FC00000) + struct.pack("=HBBI", 6, 0, 0, 0x7FFF0000)
+buffer = ctypes.create_string_buffer(code, len(code))
+fprog = struct.pack("=HxxxxxxQ", len(code) // 8, ctypes.addressof(buffer))
+listener = libc.syscall(ctypes.c_long(317), ctypes.c_long(1), ctypes.c_long(8), fprog)
+print("LISTENER", end=" ")
+outcome(listener)
+def answer():
+    notification = ctypes.create_string_buffer(80)
+    while libc.ioctl(listener, ctypes.c_ulong(0xC0502100), notification) >= 0:
+        reply = struct.pack("=QqiI", struct.unpack_from("=Q", notification.raw)[0], 0, 0, 1)
+        libc.ioctl(listener, ctypes.c_ulong(0xC0182101), ctypes.create_string_buffer(reply))
+if listener >= 0:
+    threading.Thread(target=answer, daemon=True).start()
+    sock = libc.socket(1, 1, 0)
+    result = libc.connect(sock, address(sys.argv[1]), len(sys.argv[1]) + 3)
+    outcome(result if result < 0 else libc.write(sock, b"FROM-SANDBOX", 12))
+"""
+
+
+@pytest.mark.parametrize("brokered", ["landlock", "unshare"])
+def test_cant_take_over_the_socket_brokers_calls_with_a_listener_of_its_own(
+    sb: Runner,
+    py: Runner,
+    project: Path,
+    host_socket: tuple[str, queue.Queue[bytes]],
+    brokered: str,
+):
+    """A seccomp listener of the sandbox's own, answering CONTINUE, lets connect go on
+    unjudged. The kernel refuses it while the broker's is open: the sandbox cannot end
+    the broker (an interrupted call it had not read yet), nor make one once it ended."""
+    reason = unavailable_reason(brokered)
+    if reason is not None:
+        pytest.skip(f"{brokered} cannot run here: {reason}")
+    path, received = host_socket
+    (project / "data").mkdir()
+    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + "import socket\n" + TAKE_OVER_THE_BROKER)
+    assert py("probe.py", path).stdout == "BROKER DONE\nLISTENER DONE\nDONE\n"
+    assert received.get(timeout=5) == b"FROM-SANDBOX"
+    for name in ("stalled.sock", "served.sock"):
+        (project / "data" / name).unlink()
+    result = sb("probe.py", path)
+    assert result.stdout == "BROKER DONE\nLISTENER REFUSED EPERM\n", result.stderr
+    with pytest.raises(queue.Empty):
+        received.get(timeout=0.5)
+
+
 def test_socket_pairs_still_work_without_a_writable_exposure(
     sb: Runner, project: Path, provider: str
 ):

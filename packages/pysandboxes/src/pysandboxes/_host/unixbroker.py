@@ -87,9 +87,11 @@ class SocketBroker:
             while True:
                 ctypes.memset(buffer, 0, _NOTIFICATION.size)
                 if ioctl(listener, _RECV, buffer) < 0:
-                    if ctypes.get_errno() == errno.EINTR:
+                    # ENOENT also when the caller was interrupted before it was read (a
+                    # signal the sandbox sends itself): only a hang-up ends the broker.
+                    if ctypes.get_errno() in (errno.EINTR, errno.ENOENT) and not _hung_up(listener):
                         continue
-                    return  # ENOENT: no process of the sandbox is left
+                    return  # no process of the sandbox is left
                 notification = _NOTIFICATION.unpack(buffer.raw)
                 # A call may wait (a full datagram queue, a slow server): each its thread,
                 # at most MAX_CALLS at once (the sandbox's next calls wait for one).
@@ -435,6 +437,15 @@ def _thread_group(tid: int) -> int:
             if line.startswith(b"Tgid:"):
                 return int(line.split()[1])
     raise OSError(errno.ESRCH, "no such process")
+
+
+def _hung_up(listener: int) -> bool:
+    """Whether no process is left to make the filter's calls."""
+    import select
+
+    poll = select.poll()
+    poll.register(listener, select.POLLIN)
+    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poll.poll(0))
 
 
 def _descendants(pid: int) -> list[int]:
