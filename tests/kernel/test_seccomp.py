@@ -353,6 +353,36 @@ def test_cant_take_over_the_socket_brokers_calls_with_a_listener_of_its_own(
         received.get(timeout=0.5)
 
 
+SEND_UNSPECIFIED = """
+fd = libc.socket(2, 2, 0)  # IPv4, UDP
+address = sockaddr(int(sys.argv[1]))
+address[0] = 0  # AF_UNSPEC, which IPv4 reads as AF_INET
+outcome(libc.sendto(fd, b"ping", 4, 0, address, 16))
+"""
+
+
+@pytest.mark.parametrize("brokered", ["landlock", "unshare"])
+def test_cant_send_udp_to_a_port_no_rule_allows_with_an_unspecified_family(
+    sb: Runner, py: Runner, project: Path, udp: Listener, brokered: str
+):
+    """IPv4 sends to an AF_UNSPEC address as to an AF_INET one: the broker judges it."""
+    reason = unavailable_reason(brokered)
+    if reason is not None:
+        pytest.skip(f"{brokered} cannot run here: {reason}")
+    (project / "data").mkdir()
+    other = udp.port + 1 if udp.port < 65535 else udp.port - 1  # the network is shared
+    rules = f"expose-rw=./data\nos-sandbox={brokered}\nnet=ALLOW|udp|127.0.0.1|{other}|OUT\n"
+    (project / ".py-sandboxes").write_text(NATIVE_RULES + rules)
+    (project / "probe.py").write_text(NATIVE + SEND_UNSPECIFIED)
+    assert py("probe.py", str(udp.port)).stdout == "DONE\n"
+    time.sleep(0.3)
+    assert udp.received == 1
+    result = sb("probe.py", str(udp.port))
+    assert result.stdout == "REFUSED EACCES\n", result.stderr
+    time.sleep(0.3)
+    assert udp.received == 1
+
+
 def test_socket_pairs_still_work_without_a_writable_exposure(
     sb: Runner, project: Path, provider: str
 ):

@@ -155,7 +155,7 @@ class SocketBroker:
 
     def _connect(self, memory: _Memory, sock: int, arguments: list[int]) -> int:
         address = memory.read(arguments[1], arguments[2], MAX_ADDRESS)
-        with self._judged(memory, sock, address, "OUT") as named:
+        with self._judged(memory, sock, address, "OUT", connecting=True) as named:
             return self._checked(self._libc.connect(sock, _buffer(named), len(named)))
 
     def _sendto(self, memory: _Memory, sock: int, arguments: list[int]) -> int:
@@ -230,14 +230,24 @@ class SocketBroker:
 
     # -- judging -----------------------------------------------------------------------
 
-    def _judged(self, memory: _Memory, sock: int, address: bytes, direction: str) -> _Named:
+    def _judged(
+        self,
+        memory: _Memory,
+        sock: int,
+        address: bytes,
+        direction: str,
+        *,
+        connecting: bool = False,
+    ) -> _Named:
         """The address the call is made with, judged (see the module)."""
         if not address:
             return _Named(b"", None)  # the connected peer, judged when connected
         family = int.from_bytes(address[:2], "little")
         domain = _socket_option(sock, socket.SO_DOMAIN)
         if family == socket.AF_UNSPEC and domain != socket.AF_UNIX:
-            return _Named(address, None)  # dissolves a datagram socket's association
+            if connecting:
+                return _Named(address, None)  # dissolves a datagram socket's association
+            family = domain  # IPv4 sends to an AF_UNSPEC address as to an AF_INET one
         if family != domain:
             raise OSError(errno.EAFNOSUPPORT, "the address is not of the socket's family")
         if family == socket.AF_UNIX:
