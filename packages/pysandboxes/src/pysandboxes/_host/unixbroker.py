@@ -38,6 +38,10 @@ MAX_VECTORS = 1024
 MAX_CONTROL = 4096
 #: The most calls answered at once: what the sandbox can make this side hold.
 MAX_CALLS = 32
+#: The most of the sandbox's descriptors held at once for the messages passing them
+#: (SCM_RIGHTS; the kernel's most for one message): each is a descriptor of this process,
+#: the application's own in partial mode, and a call may wait as long as the sandbox likes.
+MAX_PASSED = 253
 _RECV, _SEND = 0xC0502100, 0xC0182101  # SECCOMP_IOCTL_NOTIF_RECV, _SEND
 #: struct seccomp_notif (id, pid, flags, then seccomp_data: nr, arch, ip, args[6]) and
 #: struct seccomp_notif_resp (id, val, error, flags).
@@ -60,6 +64,8 @@ class SocketBroker:
         self._calls = calls
         self._libc = _libc()
         self._running = threading.BoundedSemaphore(MAX_CALLS)
+        self._passing = 0
+        self._passing_lock = threading.Lock()
         self._handlers = {
             calls.connect: self._connect,
             calls.sendto: self._sendto,
@@ -202,6 +208,7 @@ class SocketBroker:
         finally:
             for fd in taken:
                 os.close(fd)
+            self._release(len(taken))
 
     def _ancillary(self, memory: _Memory, control: int, length: int, taken: list[int]) -> bytes:
         """The ancillary data, its descriptors (SCM_RIGHTS) the broker's copies of the
@@ -219,14 +226,30 @@ class SocketBroker:
                 raise OSError(errno.EPERM, "only descriptors may be passed")
             payload = raw[offset + _CMSG.size : offset + size]
             numbers = struct.unpack(f"={len(payload) // 4}i", payload[: len(payload) // 4 * 4])
-            with _Pidfd(self._libc, self._calls, memory.process) as pidfd:
-                mine = [pidfd.take(n) for n in numbers]
-            taken.extend(mine)
+            self._reserve(len(numbers))
+            mine: list[int] = []
+            try:
+                with _Pidfd(self._libc, self._calls, memory.process) as pidfd:
+                    for number in numbers:
+                        mine.append(pidfd.take(number))
+            finally:
+                self._release(len(numbers) - len(mine))
+                taken.extend(mine)
             body = struct.pack(f"={len(mine)}i", *mine)
             out += _CMSG.pack(_CMSG.size + len(body), level, kind) + body
             out += bytes(-len(out) % 8)
             offset += (size + 7) // 8 * 8
         return bytes(out)
+
+    def _reserve(self, count: int) -> None:
+        with self._passing_lock:
+            if self._passing + count > MAX_PASSED:
+                raise OSError(errno.ETOOMANYREFS, "too many descriptors passed at once")
+            self._passing += count
+
+    def _release(self, count: int) -> None:
+        with self._passing_lock:
+            self._passing -= count
 
     # -- judging -----------------------------------------------------------------------
 
