@@ -383,6 +383,26 @@ def test_cant_send_udp_to_a_port_no_rule_allows_with_an_unspecified_family(
     assert udp.received == 1
 
 
+@pytest.mark.parametrize("brokered", ["landlock", "unshare"])
+def test_a_brokered_connect_that_fails_says_why(
+    sb: Runner, py: Runner, project: Path, brokered: str
+):
+    # The broker's connect failed as 4294967295 with no error (an int read as ssize_t):
+    # the program saw -1 and a stale errno, a non-blocking connect no EINPROGRESS.
+    reason = unavailable_reason(brokered)
+    if reason is not None:
+        pytest.skip(f"{brokered} cannot run here: {reason}")
+    (project / "data").mkdir()
+    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + CONNECT_UNIX)
+    with socket.socket(socket.AF_UNIX) as bound:  # bound, not listening
+        bound.bind(str(project / "data" / "closed.sock"))
+        assert py("probe.py", "data/closed.sock").stdout == "REFUSED ECONNREFUSED\n"
+        result = sb("probe.py", "data/closed.sock")
+        assert result.stdout == "REFUSED ECONNREFUSED\n", result.stderr
+
+
 def test_socket_pairs_still_work_without_a_writable_exposure(
     sb: Runner, project: Path, provider: str
 ):

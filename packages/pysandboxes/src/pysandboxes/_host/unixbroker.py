@@ -431,7 +431,8 @@ def _libc() -> ctypes.CDLL:
         ctypes.c_uint,
     ]
     libc.sendmsg.argtypes = [ctypes.c_int, pointer, ctypes.c_int]
-    for function in (libc.connect, libc.sendto, libc.sendmsg):
+    libc.connect.restype = ctypes.c_int  # an int: read wider, -1 was 4294967295, no error
+    for function in (libc.sendto, libc.sendmsg):
         function.restype = ctypes.c_ssize_t
     return libc
 
