@@ -403,6 +403,59 @@ def test_a_brokered_connect_that_fails_says_why(
         assert result.stdout == "REFUSED ECONNREFUSED\n", result.stderr
 
 
+CONNECT_BY_INT_0X80 = """
+import struct
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t] + [ctypes.c_int] * 3 + [ctypes.c_long]
+# Read, write, run; private, anonymous, below 4 GiB: int 0x80 takes 32-bit pointers.
+page = libc.mmap(None, 4096, 7, 0x62, -1, 0)
+fd = libc.socket(1, 1, 0)
+path = sys.argv[1].encode()
+address = struct.pack("=H", 1) + path + bytes(1)
+ctypes.memmove(page + 512, address, len(address))
+ctypes.memmove(page + 256, struct.pack("=III", fd, page + 512, len(address)), 12)
+# push rbx; socketcall(SYS_CONNECT, arguments) by int 0x80; pop rbx; ret
+code = b"\\x53\\xb8" + struct.pack("<I", 102) + b"\\xbb" + struct.pack("<I", 3)
+code += b"\\xb9" + struct.pack("<I", page + 256) + b"\\xcd\\x80\\x5b\\xc3"
+ctypes.memmove(page, code, len(code))
+result = ctypes.CFUNCTYPE(ctypes.c_int)(page)()
+if result == 0:
+    libc.send(fd, b"FROM-SANDBOX", 12, 0)
+    print("DONE")
+else:
+    print("REFUSED", errno.errorcode[-result])
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the 32-bit gate of x86_64")
+@pytest.mark.parametrize("brokered", ["landlock", "unshare"])
+def test_cant_reach_a_host_socket_through_the_32_bit_system_call_gate(
+    sb: Runner,
+    py: Runner,
+    project: Path,
+    host_socket: tuple[str, queue.Queue[bytes]],
+    brokered: str,
+):
+    """int 0x80 has its own numbers (socketcall), which the broker's filter lets by: the
+    main filter refuses every call of another ABI."""
+    reason = unavailable_reason(brokered)
+    if reason is not None:
+        pytest.skip(f"{brokered} cannot run here: {reason}")
+    path, received = host_socket
+    (project / "data").mkdir()
+    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + CONNECT_BY_INT_0X80)
+    control = py("probe.py", path)
+    if control.stdout != "DONE\n":
+        pytest.skip(f"no 32-bit system calls here: {control.stdout}{control.stderr}")
+    assert received.get(timeout=5) == b"FROM-SANDBOX"
+    result = sb("probe.py", path)
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
+    with pytest.raises(queue.Empty):
+        received.get(timeout=0.5)
+
+
 def test_socket_pairs_still_work_without_a_writable_exposure(
     sb: Runner, project: Path, provider: str
 ):
