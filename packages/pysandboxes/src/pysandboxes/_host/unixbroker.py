@@ -43,6 +43,7 @@ MAX_CALLS = 32
 #: the application's own in partial mode, and a call may wait as long as the sandbox likes.
 MAX_PASSED = 253
 _RECV, _SEND = 0xC0502100, 0xC0182101  # SECCOMP_IOCTL_NOTIF_RECV, _SEND
+_ID_VALID = 0x40082102  # SECCOMP_IOCTL_NOTIF_ID_VALID
 #: struct seccomp_notif (id, pid, flags, then seccomp_data: nr, arch, ip, args[6]) and
 #: struct seccomp_notif_resp (id, val, error, flags).
 _NOTIFICATION, _RESPONSE = struct.Struct("=QIIiIQ6Q"), struct.Struct("=QqiI")
@@ -141,8 +142,12 @@ class SocketBroker:
             handler = self._handlers.get(number)
             if handler is None:
                 raise OSError(errno.EPERM, "not a brokered call")
-            memory = _Memory(pid, _thread_group(pid))
-            with _Pidfd(self._libc, self._calls, memory.process) as pidfd:
+            with _Memory(pid) as memory, _Pidfd(self._libc, self._calls, memory.process) as pidfd:
+                # The caller may have died and its number gone to another process (the
+                # call can wait here long): what was opened by number is the caller's
+                # only if its call still waits once all is open.
+                self._still_waiting(listener, identifier)
+                memory.pidfd = pidfd
                 sock = pidfd.take(arguments[0])
                 try:
                     value = handler(memory, sock, arguments)
@@ -156,6 +161,11 @@ class SocketBroker:
             self._running.release()
         response = ctypes.create_string_buffer(_RESPONSE.pack(identifier, value, error, 0))
         self._libc.ioctl(listener, _SEND, response)  # a call interrupted meanwhile: ENOENT
+
+    def _still_waiting(self, listener: int, identifier: int) -> None:
+        pending = ctypes.c_uint64(identifier)
+        if self._libc.ioctl(listener, _ID_VALID, ctypes.byref(pending)) < 0:
+            raise OSError(errno.ESRCH, "the caller is gone")
 
     # -- the calls ---------------------------------------------------------------------
 
@@ -229,9 +239,8 @@ class SocketBroker:
             self._reserve(len(numbers))
             mine: list[int] = []
             try:
-                with _Pidfd(self._libc, self._calls, memory.process) as pidfd:
-                    for number in numbers:
-                        mine.append(pidfd.take(number))
+                for number in numbers:
+                    mine.append(memory.take(number))
             finally:
                 self._release(len(numbers) - len(mine))
                 taken.extend(mine)
@@ -297,7 +306,7 @@ class SocketBroker:
             # An abstract name (or none): no rule speaks of them, and Landlock's scope
             # keeps them to the sandbox's own, which the broker cannot reach for it.
             raise OSError(errno.EPERM, "abstract socket names are not brokered")
-        named = os.open(f"/proc/{memory.pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        named = memory.open("cwd", os.O_PATH | os.O_DIRECTORY)
         try:
             socket_file = _open_socket(os.fsdecode(path), named)
         finally:
@@ -358,19 +367,41 @@ class _Named:
 
 
 class _Memory:
-    """The memory of one sandboxed thread, read and written through ``/proc``; and its
-    process (``process``), whose descriptors the call names."""
+    """The memory of one sandboxed thread, read and written through its ``/proc``
+    directory (which names no other thread once it ends); and its process (``process``),
+    whose descriptors the call names (``take``, once ``pidfd`` is set)."""
 
-    def __init__(self, pid: int, process: int) -> None:
-        self.pid = pid
-        self.process = process
+    def __init__(self, pid: int) -> None:
+        self._proc = os.open(f"/proc/{pid}", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.pidfd: _Pidfd | None = None
+        try:
+            self.process = _thread_group(self)
+        except BaseException:
+            os.close(self._proc)
+            raise
+
+    def __enter__(self) -> _Memory:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        os.close(self._proc)
+
+    def open(self, name: str, flags: int) -> int:
+        """A file of the thread's ``/proc`` directory."""
+        return os.open(name, flags | os.O_CLOEXEC, dir_fd=self._proc)
+
+    def take(self, number: int) -> int:
+        """A copy of the process's descriptor ``number``."""
+        if self.pidfd is None:
+            raise OSError(errno.EBADF, "no pidfd yet")
+        return self.pidfd.take(number)
 
     def read(self, where: int, length: int, most: int) -> bytes:
         if length > most:
             raise OSError(errno.EMSGSIZE, "more than the broker copies")
         if length == 0:
             return b""
-        fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        fd = self.open("mem", os.O_RDONLY)
         try:
             data = os.pread(fd, length, where)
         finally:
@@ -380,7 +411,7 @@ class _Memory:
         return data
 
     def write(self, where: int, data: bytes) -> None:
-        fd = os.open(f"/proc/{self.pid}/mem", os.O_WRONLY | os.O_CLOEXEC)
+        fd = self.open("mem", os.O_WRONLY)
         try:
             os.pwrite(fd, data, where)
         finally:
@@ -465,8 +496,8 @@ def _socket_option(sock: int, option: int) -> int:
         return probe.getsockopt(socket.SOL_SOCKET, option)
 
 
-def _thread_group(tid: int) -> int:
-    with open(f"/proc/{tid}/status", "rb") as status:
+def _thread_group(memory: _Memory) -> int:
+    with open(memory.open("status", os.O_RDONLY), "rb") as status:
         for line in status:
             if line.startswith(b"Tgid:"):
                 return int(line.split()[1])
