@@ -456,6 +456,86 @@ def test_cant_reach_a_host_socket_through_the_32_bit_system_call_gate(
         received.get(timeout=0.5)
 
 
+RACE_THE_BROKER = """
+import threading
+# A second thread rewrites the address, and swaps a link in ./data, while connect waits.
+host, mine = sys.argv[1].encode(), os.path.abspath("data/mine.sock").encode()
+address = ctypes.create_string_buffer(110)
+names = [(1).to_bytes(2, "little") + name + bytes(108 - len(name)) for name in (mine, host)]
+names.append((1).to_bytes(2, "little") + b"data/link.sock" + bytes(94))
+stop = False
+def rewrite():
+    while not stop:
+        for name in names:
+            ctypes.memmove(address, name, 110)
+def swap():
+    while not stop:
+        for target in (mine, host):
+            try:
+                os.symlink(target, "data/next.lnk")
+                os.rename("data/next.lnk", "data/link.sock")
+            except OSError:
+                pass
+threads = [threading.Thread(target=rewrite), threading.Thread(target=swap)]
+for thread in threads:
+    thread.start()
+for index in range(300):
+    ctypes.memmove(address, names[index % 3], 110)  # each name, whoever wins the race
+    fd = libc.socket(1, 1, 0)
+    if libc.connect(fd, address, 110) == 0:
+        libc.send(fd, b"FROM-SANDBOX", 12, 0)
+    os.close(fd)
+stop = True
+for thread in threads:
+    thread.join()
+print("DONE")
+"""
+
+
+def _accept_all(server: socket.socket) -> int:
+    """How many connections were waiting on ``server``, each accepted and closed."""
+    server.setblocking(False)
+    count = 0
+    while True:
+        try:
+            server.accept()[0].close()
+        except BlockingIOError:
+            return count
+        count += 1
+
+
+@pytest.mark.parametrize("brokered", ["landlock", "unshare"])
+def test_cant_reach_a_host_socket_by_racing_the_brokers_reads(
+    sb: Runner,
+    py: Runner,
+    project: Path,
+    host_socket: tuple[str, queue.Queue[bytes]],
+    brokered: str,
+):
+    """The broker reads the address once and connects to the file it opened and judged."""
+    reason = unavailable_reason(brokered)
+    if reason is not None:
+        pytest.skip(f"{brokered} cannot run here: {reason}")
+    path, received = host_socket
+    (project / "data").mkdir()
+    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + RACE_THE_BROKER)
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(project / "data" / "mine.sock"))
+        server.listen(512)
+        assert py("probe.py", path).stdout == "DONE\n"
+        assert received.get(timeout=5) == b"FROM-SANDBOX"  # the race reaches it unjudged
+        while not received.empty():
+            received.get()
+        _accept_all(server)
+        result = sb("probe.py", path)
+        assert result.stdout == "DONE\n", result.stderr
+        assert _accept_all(server)  # the calls to the exposed socket still went through
+    with pytest.raises(queue.Empty):
+        received.get(timeout=0.5)
+
+
 def test_socket_pairs_still_work_without_a_writable_exposure(
     sb: Runner, project: Path, provider: str
 ):
