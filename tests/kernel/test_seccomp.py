@@ -270,6 +270,272 @@ def test_cant_reach_a_host_socket_with_a_writable_exposure(
         server.accept()[0].close()
 
 
+TAKE_OVER_THE_BROKER = """
+import struct, threading, time
+libc.syscall.restype = ctypes.c_long
+libc.prctl(38, 1, 0, 0, 0)  # no new privileges: the sandbox has it already
+def address(path):
+    path = path.encode()
+    return ctypes.create_string_buffer(struct.pack("=H", 1) + path + bytes(1), len(path) + 3)
+def connect(path):
+    return libc.connect(libc.socket(1, 1, 0), address(path), len(path) + 3)
+# Connects to a socket that never accepts wait in the broker, every thread of it busy; the
+# next wait in the kernel, where a signal takes them back before the broker reads them.
+stalled = socket.socket(socket.AF_UNIX)
+stalled.bind("data/stalled.sock")
+stalled.listen(0)
+handler = ctypes.CFUNCTYPE(None, ctypes.c_int)(lambda number: None)
+libc.signal(10, handler)  # SIGUSR1
+waiting = [threading.Thread(target=connect, args=("data/stalled.sock",)) for _ in range(40)]
+for thread in waiting:
+    thread.start()
+time.sleep(1)
+for _ in range(3):
+    for thread in waiting:
+        if thread.is_alive():
+            libc.pthread_kill(ctypes.c_ulong(thread.ident), 10)
+    time.sleep(0.1)
+stalled.close()
+for thread in waiting:
+    thread.join()
+served = socket.socket(socket.AF_UNIX)
+served.bind("data/served.sock")
+served.listen(1)
+print("BROKER", end=" ")
+outcome(connect("data/served.sock"))
+# A listener of its own, answering CONTINUE, would take connect before the broker's.
+code = struct.pack("=HBBI", 0x20, 0, 0, 0) + struct.pack("=HBBI", 0x15, 0, 1, 42)
+code += struct.pack("=HBBI", 6, 0, 0, 0x7FC00000) + struct.pack("=HBBI", 6, 0, 0, 0x7FFF0000)
+buffer = ctypes.create_string_buffer(code, len(code))
+fprog = struct.pack("=HxxxxxxQ", len(code) // 8, ctypes.addressof(buffer))
+listener = libc.syscall(ctypes.c_long(317), ctypes.c_long(1), ctypes.c_long(8), fprog)
+print("LISTENER", end=" ")
+outcome(listener)
+def answer():
+    notification = ctypes.create_string_buffer(80)
+    while libc.ioctl(listener, ctypes.c_ulong(0xC0502100), notification) >= 0:
+        reply = struct.pack("=QqiI", struct.unpack_from("=Q", notification.raw)[0], 0, 0, 1)
+        libc.ioctl(listener, ctypes.c_ulong(0xC0182101), ctypes.create_string_buffer(reply))
+if listener >= 0:
+    threading.Thread(target=answer, daemon=True).start()
+    sock = libc.socket(1, 1, 0)
+    result = libc.connect(sock, address(sys.argv[1]), len(sys.argv[1]) + 3)
+    outcome(result if result < 0 else libc.write(sock, b"FROM-SANDBOX", 12))
+"""
+
+
+@pytest.mark.parametrize("brokered", ["landlock", "unshare"])
+def test_cant_take_over_the_socket_brokers_calls_with_a_listener_of_its_own(
+    sb: Runner,
+    py: Runner,
+    project: Path,
+    host_socket: tuple[str, queue.Queue[bytes]],
+    brokered: str,
+):
+    """A seccomp listener of the sandbox's own, answering CONTINUE, lets connect go on
+    unjudged. The kernel refuses it while the broker's is open: the sandbox cannot end
+    the broker (an interrupted call it had not read yet), nor make one once it ended."""
+    reason = unavailable_reason(brokered)
+    if reason is not None:
+        pytest.skip(f"{brokered} cannot run here: {reason}")
+    path, received = host_socket
+    (project / "data").mkdir()
+    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + "import socket\n" + TAKE_OVER_THE_BROKER)
+    assert py("probe.py", path).stdout == "BROKER DONE\nLISTENER DONE\nDONE\n"
+    assert received.get(timeout=5) == b"FROM-SANDBOX"
+    for name in ("stalled.sock", "served.sock"):
+        (project / "data" / name).unlink()
+    result = sb("probe.py", path)
+    assert result.stdout == "BROKER DONE\nLISTENER REFUSED EPERM\n", result.stderr
+    with pytest.raises(queue.Empty):
+        received.get(timeout=0.5)
+
+
+SEND_UNSPECIFIED = """
+fd = libc.socket(2, 2, 0)  # IPv4, UDP
+address = sockaddr(int(sys.argv[1]))
+address[0] = 0  # AF_UNSPEC, which IPv4 reads as AF_INET
+outcome(libc.sendto(fd, b"ping", 4, 0, address, 16))
+"""
+
+
+@pytest.mark.parametrize("brokered", ["landlock", "unshare"])
+def test_cant_send_udp_to_a_port_no_rule_allows_with_an_unspecified_family(
+    sb: Runner, py: Runner, project: Path, udp: Listener, brokered: str
+):
+    """IPv4 sends to an AF_UNSPEC address as to an AF_INET one: the broker judges it."""
+    reason = unavailable_reason(brokered)
+    if reason is not None:
+        pytest.skip(f"{brokered} cannot run here: {reason}")
+    (project / "data").mkdir()
+    other = udp.port + 1 if udp.port < 65535 else udp.port - 1  # the network is shared
+    rules = f"expose-rw=./data\nos-sandbox={brokered}\nnet=ALLOW|udp|127.0.0.1|{other}|OUT\n"
+    (project / ".py-sandboxes").write_text(NATIVE_RULES + rules)
+    (project / "probe.py").write_text(NATIVE + SEND_UNSPECIFIED)
+    assert py("probe.py", str(udp.port)).stdout == "DONE\n"
+    time.sleep(0.3)
+    assert udp.received == 1
+    result = sb("probe.py", str(udp.port))
+    assert result.stdout == "REFUSED EACCES\n", result.stderr
+    time.sleep(0.3)
+    assert udp.received == 1
+
+
+@pytest.mark.parametrize("brokered", ["landlock", "unshare"])
+def test_a_brokered_connect_that_fails_says_why(
+    sb: Runner, py: Runner, project: Path, brokered: str
+):
+    # The broker's connect failed as 4294967295 with no error (an int read as ssize_t):
+    # the program saw -1 and a stale errno, a non-blocking connect no EINPROGRESS.
+    reason = unavailable_reason(brokered)
+    if reason is not None:
+        pytest.skip(f"{brokered} cannot run here: {reason}")
+    (project / "data").mkdir()
+    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + CONNECT_UNIX)
+    with socket.socket(socket.AF_UNIX) as bound:  # bound, not listening
+        bound.bind(str(project / "data" / "closed.sock"))
+        assert py("probe.py", "data/closed.sock").stdout == "REFUSED ECONNREFUSED\n"
+        result = sb("probe.py", "data/closed.sock")
+        assert result.stdout == "REFUSED ECONNREFUSED\n", result.stderr
+
+
+CONNECT_BY_INT_0X80 = """
+import struct
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t] + [ctypes.c_int] * 3 + [ctypes.c_long]
+# Read, write, run; private, anonymous, below 4 GiB: int 0x80 takes 32-bit pointers.
+page = libc.mmap(None, 4096, 7, 0x62, -1, 0)
+fd = libc.socket(1, 1, 0)
+path = sys.argv[1].encode()
+address = struct.pack("=H", 1) + path + bytes(1)
+ctypes.memmove(page + 512, address, len(address))
+ctypes.memmove(page + 256, struct.pack("=III", fd, page + 512, len(address)), 12)
+# push rbx; socketcall(SYS_CONNECT, arguments) by int 0x80; pop rbx; ret
+code = b"\\x53\\xb8" + struct.pack("<I", 102) + b"\\xbb" + struct.pack("<I", 3)
+code += b"\\xb9" + struct.pack("<I", page + 256) + b"\\xcd\\x80\\x5b\\xc3"
+ctypes.memmove(page, code, len(code))
+result = ctypes.CFUNCTYPE(ctypes.c_int)(page)()
+if result == 0:
+    libc.send(fd, b"FROM-SANDBOX", 12, 0)
+    print("DONE")
+else:
+    print("REFUSED", errno.errorcode[-result])
+"""
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the 32-bit gate of x86_64")
+@pytest.mark.parametrize("brokered", ["landlock", "unshare"])
+def test_cant_reach_a_host_socket_through_the_32_bit_system_call_gate(
+    sb: Runner,
+    py: Runner,
+    project: Path,
+    host_socket: tuple[str, queue.Queue[bytes]],
+    brokered: str,
+):
+    """int 0x80 has its own numbers (socketcall), which the broker's filter lets by: the
+    main filter refuses every call of another ABI."""
+    reason = unavailable_reason(brokered)
+    if reason is not None:
+        pytest.skip(f"{brokered} cannot run here: {reason}")
+    path, received = host_socket
+    (project / "data").mkdir()
+    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + CONNECT_BY_INT_0X80)
+    control = py("probe.py", path)
+    if control.stdout != "DONE\n":
+        pytest.skip(f"no 32-bit system calls here: {control.stdout}{control.stderr}")
+    assert received.get(timeout=5) == b"FROM-SANDBOX"
+    result = sb("probe.py", path)
+    assert result.stdout == "REFUSED EPERM\n", result.stderr
+    with pytest.raises(queue.Empty):
+        received.get(timeout=0.5)
+
+
+RACE_THE_BROKER = """
+import threading
+# A second thread rewrites the address, and swaps a link in ./data, while connect waits.
+host, mine = sys.argv[1].encode(), os.path.abspath("data/mine.sock").encode()
+address = ctypes.create_string_buffer(110)
+names = [(1).to_bytes(2, "little") + name + bytes(108 - len(name)) for name in (mine, host)]
+names.append((1).to_bytes(2, "little") + b"data/link.sock" + bytes(94))
+stop = False
+def rewrite():
+    while not stop:
+        for name in names:
+            ctypes.memmove(address, name, 110)
+def swap():
+    while not stop:
+        for target in (mine, host):
+            try:
+                os.symlink(target, "data/next.lnk")
+                os.rename("data/next.lnk", "data/link.sock")
+            except OSError:
+                pass
+threads = [threading.Thread(target=rewrite), threading.Thread(target=swap)]
+for thread in threads:
+    thread.start()
+for index in range(300):
+    ctypes.memmove(address, names[index % 3], 110)  # each name, whoever wins the race
+    fd = libc.socket(1, 1, 0)
+    if libc.connect(fd, address, 110) == 0:
+        libc.send(fd, b"FROM-SANDBOX", 12, 0)
+    os.close(fd)
+stop = True
+for thread in threads:
+    thread.join()
+print("DONE")
+"""
+
+
+def _accept_all(server: socket.socket) -> int:
+    """How many connections were waiting on ``server``, each accepted and closed."""
+    server.setblocking(False)
+    count = 0
+    while True:
+        try:
+            server.accept()[0].close()
+        except BlockingIOError:
+            return count
+        count += 1
+
+
+@pytest.mark.parametrize("brokered", ["landlock", "unshare"])
+def test_cant_reach_a_host_socket_by_racing_the_brokers_reads(
+    sb: Runner,
+    py: Runner,
+    project: Path,
+    host_socket: tuple[str, queue.Queue[bytes]],
+    brokered: str,
+):
+    """The broker reads the address once and connects to the file it opened and judged."""
+    reason = unavailable_reason(brokered)
+    if reason is not None:
+        pytest.skip(f"{brokered} cannot run here: {reason}")
+    path, received = host_socket
+    (project / "data").mkdir()
+    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(NATIVE + RACE_THE_BROKER)
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(project / "data" / "mine.sock"))
+        server.listen(512)
+        assert py("probe.py", path).stdout == "DONE\n"
+        assert received.get(timeout=5) == b"FROM-SANDBOX"  # the race reaches it unjudged
+        while not received.empty():
+            received.get()
+        _accept_all(server)
+        result = sb("probe.py", path)
+        assert result.stdout == "DONE\n", result.stderr
+        assert _accept_all(server)  # the calls to the exposed socket still went through
+    with pytest.raises(queue.Empty):
+        received.get(timeout=0.5)
+
+
 def test_socket_pairs_still_work_without_a_writable_exposure(
     sb: Runner, project: Path, provider: str
 ):

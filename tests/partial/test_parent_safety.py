@@ -156,6 +156,76 @@ def test_cant_reach_the_applications_unix_sockets_from_native_code(
     ]
 
 
+PASS_DESCRIPTORS = """
+import ctypes, errno, struct, threading, time
+def hold(count):
+    # A full socket pair's buffer: each sendmsg waits, the descriptors it passes with it.
+    libc = ctypes.CDLL(None, use_errno=True)
+    pair = (ctypes.c_int * 2)()
+    libc.socketpair(1, 1, 0, pair)  # AF_UNIX, SOCK_STREAM
+    libc.fcntl(pair[0], 4, 0o4000)  # F_SETFL, O_NONBLOCK
+    while libc.send(pair[0], b"x" * 65536, 65536, 0) > 0:
+        pass
+    libc.fcntl(pair[0], 4, 0)
+    refused = []
+    def send():
+        body = struct.pack("=253i", *[pair[1]] * 253)  # SCM_RIGHTS, the kernel's most
+        control = struct.pack("=Qii", 16 + len(body), 1, 1) + body
+        control = ctypes.create_string_buffer(control, 1032)
+        data = ctypes.create_string_buffer(b"y", 1)
+        vector = ctypes.create_string_buffer(struct.pack("=QQ", ctypes.addressof(data), 1))
+        header = struct.pack(
+            "=QI4xQQQQi4x", 0, 0, ctypes.addressof(vector), 1, ctypes.addressof(control), 1032, 0
+        )
+        if libc.sendmsg(pair[0], ctypes.create_string_buffer(header), 0) < 0:
+            refused.append(errno.errorcode[ctypes.get_errno()])
+    threads = [threading.Thread(target=send, daemon=True) for _ in range(count)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1)
+    return sum(thread.is_alive() for thread in threads), sorted(set(refused))
+"""
+
+
+@pytest.mark.parametrize("provider", ["landlock", "unshare"])
+def test_cant_exhaust_the_applications_descriptors_with_passed_ones(
+    app: App, provider: str
+) -> None:
+    # The broker runs in the application and holds its own copy of each descriptor a
+    # message passes while the call waits: 32 waiting calls of 253 each were 8,096 of the
+    # application's descriptors, past the common limit of 1,024.
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider}: {reason}")
+    (app.project / "data").mkdir()
+    (app.project / ".py-sandboxes").write_text(
+        "python-import=ctypes, errno, struct, threading, time\npython-api=ALLOW:native\n"
+        f"expose-rw=./data\nos-sandbox={provider}\n"
+    )
+    result = app.run(
+        """
+        import os, resource
+        import tools
+        from pysandboxes import sandboxes
+        _, most = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, most))
+        print("control", *tools.plain(32))
+        with sandboxes():
+            print("sandboxed", *tools.hold(32))
+            files = [open(os.devnull) for _ in range(300)]
+            print("opened", len(files))
+        """,
+        f"from pysandboxes import sandbox\n{PASS_DESCRIPTORS}\n"
+        "plain = hold\nhold = sandbox(hold)\n",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "control 32 []",
+        "sandboxed 1 ['ETOOMANYREFS']",
+        "opened 300",
+    ]
+
+
 # -- the reply budget: shared references are charged at every use ------------------------
 
 #: One dict of 30,000 keys, which a hostile reply refers to 600 (or 500) times.

@@ -38,7 +38,12 @@ MAX_VECTORS = 1024
 MAX_CONTROL = 4096
 #: The most calls answered at once: what the sandbox can make this side hold.
 MAX_CALLS = 32
+#: The most of the sandbox's descriptors held at once for the messages passing them
+#: (SCM_RIGHTS; the kernel's most for one message): each is a descriptor of this process,
+#: the application's own in partial mode, and a call may wait as long as the sandbox likes.
+MAX_PASSED = 253
 _RECV, _SEND = 0xC0502100, 0xC0182101  # SECCOMP_IOCTL_NOTIF_RECV, _SEND
+_ID_VALID = 0x40082102  # SECCOMP_IOCTL_NOTIF_ID_VALID
 #: struct seccomp_notif (id, pid, flags, then seccomp_data: nr, arch, ip, args[6]) and
 #: struct seccomp_notif_resp (id, val, error, flags).
 _NOTIFICATION, _RESPONSE = struct.Struct("=QIIiIQ6Q"), struct.Struct("=QqiI")
@@ -60,6 +65,8 @@ class SocketBroker:
         self._calls = calls
         self._libc = _libc()
         self._running = threading.BoundedSemaphore(MAX_CALLS)
+        self._passing = 0
+        self._passing_lock = threading.Lock()
         self._handlers = {
             calls.connect: self._connect,
             calls.sendto: self._sendto,
@@ -87,9 +94,11 @@ class SocketBroker:
             while True:
                 ctypes.memset(buffer, 0, _NOTIFICATION.size)
                 if ioctl(listener, _RECV, buffer) < 0:
-                    if ctypes.get_errno() == errno.EINTR:
+                    # ENOENT also when the caller was interrupted before it was read (a
+                    # signal the sandbox sends itself): only a hang-up ends the broker.
+                    if ctypes.get_errno() in (errno.EINTR, errno.ENOENT) and not _hung_up(listener):
                         continue
-                    return  # ENOENT: no process of the sandbox is left
+                    return  # no process of the sandbox is left
                 notification = _NOTIFICATION.unpack(buffer.raw)
                 # A call may wait (a full datagram queue, a slow server): each its thread,
                 # at most MAX_CALLS at once (the sandbox's next calls wait for one).
@@ -133,8 +142,12 @@ class SocketBroker:
             handler = self._handlers.get(number)
             if handler is None:
                 raise OSError(errno.EPERM, "not a brokered call")
-            memory = _Memory(pid, _thread_group(pid))
-            with _Pidfd(self._libc, self._calls, memory.process) as pidfd:
+            with _Memory(pid) as memory, _Pidfd(self._libc, self._calls, memory.process) as pidfd:
+                # The caller may have died and its number gone to another process (the
+                # call can wait here long): what was opened by number is the caller's
+                # only if its call still waits once all is open.
+                self._still_waiting(listener, identifier)
+                memory.pidfd = pidfd
                 sock = pidfd.take(arguments[0])
                 try:
                     value = handler(memory, sock, arguments)
@@ -149,11 +162,16 @@ class SocketBroker:
         response = ctypes.create_string_buffer(_RESPONSE.pack(identifier, value, error, 0))
         self._libc.ioctl(listener, _SEND, response)  # a call interrupted meanwhile: ENOENT
 
+    def _still_waiting(self, listener: int, identifier: int) -> None:
+        pending = ctypes.c_uint64(identifier)
+        if self._libc.ioctl(listener, _ID_VALID, ctypes.byref(pending)) < 0:
+            raise OSError(errno.ESRCH, "the caller is gone")
+
     # -- the calls ---------------------------------------------------------------------
 
     def _connect(self, memory: _Memory, sock: int, arguments: list[int]) -> int:
         address = memory.read(arguments[1], arguments[2], MAX_ADDRESS)
-        with self._judged(memory, sock, address, "OUT") as named:
+        with self._judged(memory, sock, address, "OUT", connecting=True) as named:
             return self._checked(self._libc.connect(sock, _buffer(named), len(named)))
 
     def _sendto(self, memory: _Memory, sock: int, arguments: list[int]) -> int:
@@ -200,6 +218,7 @@ class SocketBroker:
         finally:
             for fd in taken:
                 os.close(fd)
+            self._release(len(taken))
 
     def _ancillary(self, memory: _Memory, control: int, length: int, taken: list[int]) -> bytes:
         """The ancillary data, its descriptors (SCM_RIGHTS) the broker's copies of the
@@ -217,25 +236,50 @@ class SocketBroker:
                 raise OSError(errno.EPERM, "only descriptors may be passed")
             payload = raw[offset + _CMSG.size : offset + size]
             numbers = struct.unpack(f"={len(payload) // 4}i", payload[: len(payload) // 4 * 4])
-            with _Pidfd(self._libc, self._calls, memory.process) as pidfd:
-                mine = [pidfd.take(n) for n in numbers]
-            taken.extend(mine)
+            self._reserve(len(numbers))
+            mine: list[int] = []
+            try:
+                for number in numbers:
+                    mine.append(memory.take(number))
+            finally:
+                self._release(len(numbers) - len(mine))
+                taken.extend(mine)
             body = struct.pack(f"={len(mine)}i", *mine)
             out += _CMSG.pack(_CMSG.size + len(body), level, kind) + body
             out += bytes(-len(out) % 8)
             offset += (size + 7) // 8 * 8
         return bytes(out)
 
+    def _reserve(self, count: int) -> None:
+        with self._passing_lock:
+            if self._passing + count > MAX_PASSED:
+                raise OSError(errno.ETOOMANYREFS, "too many descriptors passed at once")
+            self._passing += count
+
+    def _release(self, count: int) -> None:
+        with self._passing_lock:
+            self._passing -= count
+
     # -- judging -----------------------------------------------------------------------
 
-    def _judged(self, memory: _Memory, sock: int, address: bytes, direction: str) -> _Named:
+    def _judged(
+        self,
+        memory: _Memory,
+        sock: int,
+        address: bytes,
+        direction: str,
+        *,
+        connecting: bool = False,
+    ) -> _Named:
         """The address the call is made with, judged (see the module)."""
         if not address:
             return _Named(b"", None)  # the connected peer, judged when connected
         family = int.from_bytes(address[:2], "little")
         domain = _socket_option(sock, socket.SO_DOMAIN)
         if family == socket.AF_UNSPEC and domain != socket.AF_UNIX:
-            return _Named(address, None)  # dissolves a datagram socket's association
+            if connecting:
+                return _Named(address, None)  # dissolves a datagram socket's association
+            family = domain  # IPv4 sends to an AF_UNSPEC address as to an AF_INET one
         if family != domain:
             raise OSError(errno.EAFNOSUPPORT, "the address is not of the socket's family")
         if family == socket.AF_UNIX:
@@ -262,7 +306,7 @@ class SocketBroker:
             # An abstract name (or none): no rule speaks of them, and Landlock's scope
             # keeps them to the sandbox's own, which the broker cannot reach for it.
             raise OSError(errno.EPERM, "abstract socket names are not brokered")
-        named = os.open(f"/proc/{memory.pid}/cwd", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        named = memory.open("cwd", os.O_PATH | os.O_DIRECTORY)
         try:
             socket_file = _open_socket(os.fsdecode(path), named)
         finally:
@@ -323,19 +367,41 @@ class _Named:
 
 
 class _Memory:
-    """The memory of one sandboxed thread, read and written through ``/proc``; and its
-    process (``process``), whose descriptors the call names."""
+    """The memory of one sandboxed thread, read and written through its ``/proc``
+    directory (which names no other thread once it ends); and its process (``process``),
+    whose descriptors the call names (``take``, once ``pidfd`` is set)."""
 
-    def __init__(self, pid: int, process: int) -> None:
-        self.pid = pid
-        self.process = process
+    def __init__(self, pid: int) -> None:
+        self._proc = os.open(f"/proc/{pid}", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        self.pidfd: _Pidfd | None = None
+        try:
+            self.process = _thread_group(self)
+        except BaseException:
+            os.close(self._proc)
+            raise
+
+    def __enter__(self) -> _Memory:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        os.close(self._proc)
+
+    def open(self, name: str, flags: int) -> int:
+        """A file of the thread's ``/proc`` directory."""
+        return os.open(name, flags | os.O_CLOEXEC, dir_fd=self._proc)
+
+    def take(self, number: int) -> int:
+        """A copy of the process's descriptor ``number``."""
+        if self.pidfd is None:
+            raise OSError(errno.EBADF, "no pidfd yet")
+        return self.pidfd.take(number)
 
     def read(self, where: int, length: int, most: int) -> bytes:
         if length > most:
             raise OSError(errno.EMSGSIZE, "more than the broker copies")
         if length == 0:
             return b""
-        fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        fd = self.open("mem", os.O_RDONLY)
         try:
             data = os.pread(fd, length, where)
         finally:
@@ -345,7 +411,7 @@ class _Memory:
         return data
 
     def write(self, where: int, data: bytes) -> None:
-        fd = os.open(f"/proc/{self.pid}/mem", os.O_WRONLY | os.O_CLOEXEC)
+        fd = self.open("mem", os.O_WRONLY)
         try:
             os.pwrite(fd, data, where)
         finally:
@@ -396,7 +462,8 @@ def _libc() -> ctypes.CDLL:
         ctypes.c_uint,
     ]
     libc.sendmsg.argtypes = [ctypes.c_int, pointer, ctypes.c_int]
-    for function in (libc.connect, libc.sendto, libc.sendmsg):
+    libc.connect.restype = ctypes.c_int  # an int: read wider, -1 was 4294967295, no error
+    for function in (libc.sendto, libc.sendmsg):
         function.restype = ctypes.c_ssize_t
     return libc
 
@@ -429,12 +496,21 @@ def _socket_option(sock: int, option: int) -> int:
         return probe.getsockopt(socket.SOL_SOCKET, option)
 
 
-def _thread_group(tid: int) -> int:
-    with open(f"/proc/{tid}/status", "rb") as status:
+def _thread_group(memory: _Memory) -> int:
+    with open(memory.open("status", os.O_RDONLY), "rb") as status:
         for line in status:
             if line.startswith(b"Tgid:"):
                 return int(line.split()[1])
     raise OSError(errno.ESRCH, "no such process")
+
+
+def _hung_up(listener: int) -> bool:
+    """Whether no process is left to make the filter's calls."""
+    import select
+
+    poll = select.poll()
+    poll.register(listener, select.POLLIN)
+    return any(events & (select.POLLHUP | select.POLLERR) for _, events in poll.poll(0))
 
 
 def _descendants(pid: int) -> list[int]:

@@ -16,6 +16,10 @@ The filter's listener is handed over once, right after it is made, while the san
 still single-threaded: this process writes the listener's number to the broker's
 channel, the trusted side takes a copy of it (``pidfd_getfd``) and answers, and this
 process closes its own, which it must not keep (whoever holds it answers the calls).
+The filter also refuses any new listener (``SECCOMP_FILTER_FLAG_NEW_LISTENER``): a
+filter of the sandbox's own, answered by the sandbox with ``CONTINUE``, would take the
+calls before this one; the kernel refuses a second listener only while the broker's is
+open, and the sandbox can make it close (ending the broker).
 """
 
 from __future__ import annotations
@@ -30,8 +34,10 @@ _SECCOMP_SET_MODE_FILTER = 1
 _SECCOMP_FILTER_FLAG_NEW_LISTENER = 1 << 3
 _RET_ALLOW = 0x7FFF0000
 _RET_USER_NOTIF = 0x7FC00000
-#: Offsets in ``struct seccomp_data``: nr, arch, args[4] (the address of ``sendto``).
-_NR, _ARCH, _ARG4_LOW, _ARG4_HIGH = 0, 4, 48, 52
+_RET_EPERM = 0x00050000 | 1  # SECCOMP_RET_ERRNO | EPERM
+#: Offsets in ``struct seccomp_data``: nr, arch, args[1] (seccomp's flags), args[4] (the
+#: address of ``sendto``).
+_NR, _ARCH, _ARG1_LOW, _ARG4_LOW, _ARG4_HIGH = 0, 4, 24, 48, 52
 
 
 class Calls:
@@ -60,7 +66,8 @@ def program(machine: str) -> bytes:
     """The filter for ``machine``: the brokered calls to the listener, the rest allowed
     (the sandbox's main filter, ``_kernel.seccomp``, refuses another ABI's calls)."""
     calls = CALLS[machine]
-    notify, allow, address = "notify", "allow", "address"
+    notify, allow, refuse = "notify", "allow", "refuse"
+    address, filters = "address", "filters"
     steps: list[tuple[object, ...]] = [
         ("load", _ARCH),
         ("unless", calls.arch, allow),
@@ -69,6 +76,11 @@ def program(machine: str) -> bytes:
         ("equal", calls.sendmsg, notify),
         ("equal", calls.sendmmsg, notify),
         ("equal", calls.sendto, address),
+        ("equal", calls.seccomp, filters),
+        ("return", _RET_ALLOW),
+        (filters,),  # no listener of the sandbox's own (see the module)
+        ("load", _ARG1_LOW),
+        ("any bit", _SECCOMP_FILTER_FLAG_NEW_LISTENER, refuse),
         ("return", _RET_ALLOW),
         (address,),  # sendto without an address (send) goes to the connected peer
         ("load", _ARG4_LOW),
@@ -80,6 +92,8 @@ def program(machine: str) -> bytes:
         ("return", _RET_USER_NOTIF),
         (allow,),
         ("return", _RET_ALLOW),
+        (refuse,),
+        ("return", _RET_EPERM),
     ]
     return assemble(steps)
 
