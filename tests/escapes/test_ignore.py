@@ -11,6 +11,8 @@ import sqlite3
 import pytest
 from escapelab import Lab, got, tree
 
+from longpaths import beyond_path_max
+
 
 @pytest.fixture
 def env_lab(lab: Lab) -> Lab:
@@ -117,19 +119,7 @@ def _beyond_path_max(lab: Lab) -> None:
     (made one level at a time through descriptors); in it ``notes`` links to the key."""
     (lab.project / "conf").mkdir()
     (lab.project / "conf" / "api.key").write_text(lab.secret + "\n")
-    fd = os.open(lab.project, os.O_RDONLY)
-    length = len(str(lab.project))
-    parts: list[str] = []
-    while length < 4093:
-        part = "d" * min(200, 4093 - length - 1)
-        os.mkdir(part, dir_fd=fd)
-        inner = os.open(part, os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd, length = inner, length + 1 + len(part)
-        parts.append(part)
-    os.symlink(str(lab.project / "conf" / "api.key"), "notes", dir_fd=fd)
-    os.close(fd)
-    os.symlink("/".join(parts), lab.project / "s1")
+    beyond_path_max(lab.project, "s1", "notes", str(lab.project / "conf" / "api.key"), 4093)
 
 
 def _key_and_outside(lab: Lab) -> object:

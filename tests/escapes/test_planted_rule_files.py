@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from longpaths import beyond_path_max
 from pysandboxes._host.select import unavailable_reason
 
 TYPE_CHECKING = False
@@ -288,23 +289,10 @@ def test_cant_plant_a_rule_file_through_a_descriptor_of_a_directory_beyond_path_
     # In a directory whose real path is a few bytes short of PATH_MAX, notes links to
     # tools/.py-sandboxes; the C FileIO writes /proc/self/fd/<O_PATH of it>/notes. The
     # guard's lstat of "<4,093 bytes>/notes" failed with ENAMETOOLONG, taken for "missing".
-    import os
 
     (project / "tools").mkdir()
     (project / "tools" / "report.py").write_text("print('report')\n")
-    fd = os.open(project, os.O_RDONLY)
-    length = len(str(project))
-    parts: list[str] = []
-    while length < 4093:
-        part = "d" * min(200, 4093 - length - 1)
-        os.mkdir(part, dir_fd=fd)
-        inner = os.open(part, os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd, length = inner, length + 1 + len(part)
-        parts.append(part)
-    os.symlink(str(project / "tools" / ".py-sandboxes"), "notes", dir_fd=fd)
-    os.close(fd)
-    os.symlink("/".join(parts), project / "deep")
+    beyond_path_max(project, "deep", "notes", str(project / "tools" / ".py-sandboxes"), 4093)
     (project / ".py-sandboxes").write_text("expose-rw=.\npython-import=*\n")
     (project / "app.py").write_text(
         "import _io, os\n"

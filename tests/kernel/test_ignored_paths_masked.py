@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from kernelprobes import NATIVE
 
+from longpaths import beyond_path_max
 from pysandboxes._host.select import unavailable_reason
 
 TYPE_CHECKING = False
@@ -154,19 +155,7 @@ def test_cant_read_an_ignored_file_through_a_path_beyond_path_max_natively(
     _skip_unless(provider)
     (project / "conf").mkdir()
     (project / "conf" / "api.key").write_text(SECRET)
-    fd = os.open(project, os.O_RDONLY)
-    length = len(str(project))
-    parts: list[str] = []
-    while length < 4085:
-        part = "d" * min(200, 4085 - length - 1)
-        os.mkdir(part, dir_fd=fd)
-        inner = os.open(part, os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd, length = inner, length + 1 + len(part)
-        parts.append(part)
-    os.symlink(str(project / "conf" / "api.key"), "notes", dir_fd=fd)
-    os.close(fd)
-    os.symlink("/".join(parts), project / "deep")
+    beyond_path_max(project, "deep", "notes", str(project / "conf" / "api.key"), 4085)
     _rules(project, provider, "expose-ro=.", "ignore=conf/*.key")
     (project / "probe.py").write_text(NATIVE + READ_NATIVELY)
     assert py("probe.py", "deep/notes").stdout == f"READ {SECRET}\n"
