@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 current_call: contextvars.ContextVar[int] = contextvars.ContextVar("pysandboxes_call", default=0)
 
 
+#: The most a call's unfinished line holds before it is sent as it is.
+_HELD = 1 << 16
+
+
 class CallStream:
     """``sys.stdout`` or ``sys.stderr`` of the sandboxed process, per call."""
 
@@ -34,16 +38,24 @@ class CallStream:
         self._kind = kind
         self._send = send
         self._fd = fd
+        self._partial: dict[int, bytes] = {}  # per call: written after its last line end
         self.encoding = "utf-8"
         self.errors = "backslashreplace"
 
     def write(self, text: str) -> int:
         data = text.encode("utf-8", "backslashreplace")
         call = current_call.get()
-        if call:
-            self._send(self._kind, call, data)
-        else:
+        if not call:
             os.write(self._fd, data)  # the pipe below: sent untagged
+            return len(text)
+        # Whole lines: print() writes a line and its end apart, and what the call writes
+        # to the descriptor meanwhile must not land in the middle of it.
+        held = self._partial.pop(call, b"") + data
+        cut = len(held) if len(held) >= _HELD else held.rfind(b"\n") + 1
+        if cut:
+            self._send(self._kind, call, held[:cut])
+        if cut < len(held):
+            self._partial[call] = held[cut:]
         return len(text)
 
     def writelines(self, lines: list[str]) -> None:
@@ -51,7 +63,15 @@ class CallStream:
             self.write(line)
 
     def flush(self) -> None:
-        return None
+        call = current_call.get()
+        if call:
+            self.end(call)
+
+    def end(self, call: int) -> None:
+        """Send what ``call`` wrote after its last line end (its result is next)."""
+        rest = self._partial.pop(call, b"")
+        if rest:
+            self._send(self._kind, call, rest)
 
     def isatty(self) -> bool:
         return False

@@ -91,8 +91,11 @@ class Server:
             threading.Thread(target=self._work, name=name, daemon=True).start()
         threading.Thread(target=self._run_loop, name="pysandboxes-loop", daemon=True).start()
         self.pump.start()
-        sys.stdout = CallStream(frames.STDOUT, self.send_output, 1)  # type: ignore[assignment]
-        sys.stderr = CallStream(frames.STDERR, self.send_output, 2)  # type: ignore[assignment]
+        self.streams = (
+            CallStream(frames.STDOUT, self.send_output, 1),
+            CallStream(frames.STDERR, self.send_output, 2),
+        )
+        sys.stdout, sys.stderr = self.streams  # type: ignore[assignment]
 
     def send(self, kind: int, call_id: int, payload: bytes = b"") -> None:
         with self._send_lock:
@@ -199,6 +202,8 @@ class Server:
 
     def _finish(self, call_id: int) -> None:
         flush_all()  # the call's decisions reach the log before its result
+        for stream in self.streams:
+            stream.end(call_id)
         self.pump.drain()
         self.pump.running.discard(call_id)
         with self._credit:
