@@ -324,6 +324,18 @@ if listener >= 0:
 """
 
 
+def _brokered_project(project: Path, provider: str, probe: str) -> None:
+    """A project whose rules start the socket broker (a read-write exposure, native code
+    allowed) under ``provider``, with ``probe.py``; skipped where the provider cannot run."""
+    reason = unavailable_reason(provider)
+    if reason is not None:
+        pytest.skip(f"{provider} cannot run here: {reason}")
+    (project / "data").mkdir()
+    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={provider}\n"
+    (project / ".py-sandboxes").write_text(rules)
+    (project / "probe.py").write_text(probe)
+
+
 @pytest.mark.parametrize("brokered", ["landlock", "unshare"])
 def test_cant_take_over_the_socket_brokers_calls_with_a_listener_of_its_own(
     sb: Runner,
@@ -335,14 +347,8 @@ def test_cant_take_over_the_socket_brokers_calls_with_a_listener_of_its_own(
     """A seccomp listener of the sandbox's own, answering CONTINUE, lets connect go on
     unjudged. The kernel refuses it while the broker's is open: the sandbox cannot end
     the broker (an interrupted call it had not read yet), nor make one once it ended."""
-    reason = unavailable_reason(brokered)
-    if reason is not None:
-        pytest.skip(f"{brokered} cannot run here: {reason}")
     path, received = host_socket
-    (project / "data").mkdir()
-    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
-    (project / ".py-sandboxes").write_text(rules)
-    (project / "probe.py").write_text(NATIVE + "import socket\n" + TAKE_OVER_THE_BROKER)
+    _brokered_project(project, brokered, NATIVE + "import socket\n" + TAKE_OVER_THE_BROKER)
     assert py("probe.py", path).stdout == "BROKER DONE\nLISTENER DONE\nDONE\n"
     assert received.get(timeout=5) == b"FROM-SANDBOX"
     for name in ("stalled.sock", "served.sock"):
@@ -389,13 +395,7 @@ def test_a_brokered_connect_that_fails_says_why(
 ):
     # The broker's connect failed as 4294967295 with no error (an int read as ssize_t):
     # the program saw -1 and a stale errno, a non-blocking connect no EINPROGRESS.
-    reason = unavailable_reason(brokered)
-    if reason is not None:
-        pytest.skip(f"{brokered} cannot run here: {reason}")
-    (project / "data").mkdir()
-    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
-    (project / ".py-sandboxes").write_text(rules)
-    (project / "probe.py").write_text(NATIVE + CONNECT_UNIX)
+    _brokered_project(project, brokered, NATIVE + CONNECT_UNIX)
     with socket.socket(socket.AF_UNIX) as bound:  # bound, not listening
         bound.bind(str(project / "data" / "closed.sock"))
         assert py("probe.py", "data/closed.sock").stdout == "REFUSED ECONNREFUSED\n"
@@ -438,14 +438,8 @@ def test_cant_reach_a_host_socket_through_the_32_bit_system_call_gate(
 ):
     """int 0x80 has its own numbers (socketcall), which the broker's filter lets by: the
     main filter refuses every call of another ABI."""
-    reason = unavailable_reason(brokered)
-    if reason is not None:
-        pytest.skip(f"{brokered} cannot run here: {reason}")
     path, received = host_socket
-    (project / "data").mkdir()
-    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
-    (project / ".py-sandboxes").write_text(rules)
-    (project / "probe.py").write_text(NATIVE + CONNECT_BY_INT_0X80)
+    _brokered_project(project, brokered, NATIVE + CONNECT_BY_INT_0X80)
     control = py("probe.py", path)
     if control.stdout != "DONE\n":
         pytest.skip(f"no 32-bit system calls here: {control.stdout}{control.stderr}")
@@ -513,14 +507,8 @@ def test_cant_reach_a_host_socket_by_racing_the_brokers_reads(
     brokered: str,
 ):
     """The broker reads the address once and connects to the file it opened and judged."""
-    reason = unavailable_reason(brokered)
-    if reason is not None:
-        pytest.skip(f"{brokered} cannot run here: {reason}")
     path, received = host_socket
-    (project / "data").mkdir()
-    rules = NATIVE_RULES + f"expose-rw=./data\nos-sandbox={brokered}\n"
-    (project / ".py-sandboxes").write_text(rules)
-    (project / "probe.py").write_text(NATIVE + RACE_THE_BROKER)
+    _brokered_project(project, brokered, NATIVE + RACE_THE_BROKER)
     with socket.socket(socket.AF_UNIX) as server:
         server.bind(str(project / "data" / "mine.sock"))
         server.listen(512)
