@@ -207,6 +207,8 @@ def test_a_grant_never_honoured_here_is_named_at_start_up(sb: Runner, project: P
         ("(first, *rest), last = range(10**5), 1", "exec"),
         ("x, (y, (first, *rest)) = 1, (2, range(10**5))", "exec"),
         ("for (first, *rest), last in [(range(10**5), 1)]:\n    pass", "exec"),
+        ("[len(rest) for (first, *rest), last in [(range(10**5), 1)]]", "eval"),
+        ("{last: 0 for x, (first, *rest), last in [(0, range(10**5), 1)] if rest}", "eval"),
     ],
 )
 def test_an_unpacking_run_in_c_is_metered(source: str, mode: str) -> None:
@@ -228,9 +230,11 @@ def test_a_nested_starred_target_unpacks_as_plain_python_does() -> None:
         "for (p, *q), r in [([1, 2, 3], 4)]:\n"
         "    t = q\n"
         "[m, *(n, *o)] = range(6)\n"
-        "out.append((a, b, c, x, y, z, w, p, q, r, m, n, o))"
+        "u = [(e, f, g) for (e, *f), g in [((1, 2), 3), ((4,), 5)] if f]\n"
+        "out.append((a, b, c, x, y, z, w, p, q, r, m, n, o, u))"
     )
-    rules = "eval-syntax=subscript, assign, loop\neval-call=range\neval-attribute=append"
+    rules = "eval-syntax=subscript, assign, loop, comprehension\neval-call=range"
+    rules += "\neval-attribute=append"
     guarded: list[object] = []
     guarded_eval(source, mode="exec", rules=rules, names={"out": guarded})
     plain: list[object] = []

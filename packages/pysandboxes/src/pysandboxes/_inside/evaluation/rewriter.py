@@ -97,6 +97,44 @@ class _Rewriter(ast.NodeTransformer):
         node.iter = _call(_iterator(node.target), node.iter, [node.iter])
         return node
 
+    def comprehension(
+        self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp
+    ) -> ast.AST:
+        """Its parts visited, and each nested starred part of a target (``for (a, *b), c
+        in x``) unpacked by a generator of its own, from a metered iterator: a
+        comprehension holds no statement to unpack it after (see ``unnest``)."""
+        self.generic_visit(node)
+        generators: list[ast.comprehension] = []
+        for generator in node.generators:
+            generators.append(generator)
+            target = generator.target
+            if not isinstance(target, (ast.Tuple, ast.List)):
+                continue
+            added: list[ast.comprehension] = []
+            for i, part in enumerate(target.elts):
+                inner = part.value if isinstance(part, ast.Starred) else part
+                if isinstance(inner, (ast.Tuple, ast.List)) and _nested_starred(inner):
+                    name = f"__sb_part{self.parts}"
+                    self.parts += 1
+                    store = ast.copy_location(ast.Name(id=name, ctx=ast.Store()), inner)
+                    if isinstance(part, ast.Starred):
+                        part.value = store
+                    else:
+                        target.elts[i] = store
+                    load = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), inner)
+                    metered = ast.copy_location(ast.List(elts=[load], ctx=ast.Load()), inner)
+                    added.append(ast.comprehension(target=inner, iter=metered, ifs=[], is_async=0))
+            if added:
+                # The conditions may name the unpacked parts: they follow the last one.
+                added[-1].ifs, generator.ifs = generator.ifs, []
+                for extra in added:
+                    self.visit_comprehension(extra)
+                generators.extend(added)
+        node.generators = generators
+        return node
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = comprehension
+
     def visit_Starred(self, node: ast.Starred) -> ast.AST:
         self.generic_visit(node)
         if isinstance(node.ctx, ast.Load):  # [*x], {*x}, (*x,), f(*x): a loop in C
