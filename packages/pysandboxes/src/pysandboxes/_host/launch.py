@@ -45,9 +45,10 @@ from pysandboxes._host.startup import (
 )
 from pysandboxes._host.waiter import RELAY, finish, remove_tree
 from pysandboxes._kernel.relay import WATCHED, wait
-from pysandboxes._policy.discover import discover, links_on_the_way
+from pysandboxes._policy.discover import discover
 from pysandboxes._policy.envres import resolve_env
 from pysandboxes._policy.lines import display_name
+from pysandboxes._policy.links import links_on_the_way
 from pysandboxes._policy.parser import parse_policy
 from pysandboxes._record import record
 from pysandboxes._wire.spec import (

@@ -267,8 +267,8 @@ def _rule_file_rows(host: _Host, python: str, policy: Policy) -> list[LayerRow]:
     """The standing protections of the next run's rules, and of the run's end."""
     import os
 
-    from pysandboxes._policy.discover import links_on_the_way
     from pysandboxes._policy.lines import display_name
+    from pysandboxes._policy.links import links_on_the_way
 
     if not host.python:
         return []  # 'none': no sandbox, nothing of this is promised

@@ -60,7 +60,7 @@ def snapshot(
             appearing, when missing).
         places: where the rule search looks before the rule file in use (or, without
             one, every place it looks), ``pyproject.toml`` included.
-        links: the links on the way to the rule files (``discover.links_on_the_way``).
+        links: the links on the way to the rule files (``links.links_on_the_way``).
         sweeps: the read-write exposures to sweep at exit for rule files named ``names``
             (or a ``pyproject.toml`` with a table) made or changed during the run.
     """
@@ -294,7 +294,7 @@ def for_run(
     else:
         places = [os.path.realpath(r.path) for r in policy.expose if r.writable]
         writable = [f for f in files if any(within(os.path.realpath(f), p) for p in places)]
-    from pysandboxes._policy.discover import links_on_the_way
+    from pysandboxes._policy.links import links_on_the_way
     from pysandboxes._policy.parser import DEFAULT_RULE_FILE
 
     links = [link for path in files for link in links_on_the_way(path)]

@@ -9,17 +9,20 @@ summary counts or leaves those out (``_host.auditlog``), the log keeps every one
 
 from __future__ import annotations
 
-from pysandboxes._inside.decisions import rule_fields
+import os
+
+from pysandboxes._inside.decisions import LOGS, DecisionLog, rule_fields
 from pysandboxes._inside.guards.fallbacks import failure_caught, import_falls_back
 from pysandboxes._policy.model import Access
 from pysandboxes._wire.decisions import origin_fields as _origin_fields
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pysandboxes._inside.decisions import DecisionLog
+    from pysandboxes._inside.decisions import _Entry
     from pysandboxes._inside.enforce import Connection, Enforcer, FileAccess, Messages
     from pysandboxes._policy.judge import ApiJudge
-    from pysandboxes._policy.model import Verdict
+    from pysandboxes._policy.model import Policy, Verdict
+    from pysandboxes._wire.spec import AuditSpec, LaunchSpec
 
 
 #: The file functions that only look (a probe, when the caller catches their failure).
@@ -111,3 +114,49 @@ def _named_rule(rule: str | None) -> tuple[str, str]:
     if not found or not line.isdigit():
         return rule, ""
     return _origin_fields(source, int(line), text.strip("'"))
+
+
+def start_log(
+    spec: AuditSpec, enforcer: Enforcer, api: ApiJudge, policy: Policy, launch: LaunchSpec
+) -> tuple[Enforcer, DecisionLog]:
+    """The decision log of this process, and the enforcer that records refusals in it;
+    sends what is left at exit. Called before the guards are installed."""
+    import atexit
+
+    from pysandboxes._inside.enforce import Messages
+    from pysandboxes._policy.judge import ImportJudge
+
+    os.set_inheritable(spec.fd, False)  # the programs it starts must not write decisions
+    session = launch.program.kind == "repl"
+    log = DecisionLog(spec.fd, os.getcwd(), allowed_too=spec.allowed_too, session=session)
+    if spec.allowed_too:
+        log.imports = ImportJudge(policy)
+    if spec.logged:  # a variable the sandbox lacks is no news worth a summary
+        _watch_environment(log, policy)
+    atexit.register(log.flush)
+    LOGS.append(log)
+    messages = Messages(launch.rule_file, launch.rule_dir)
+    return Auditing(enforcer, log, messages, api), log
+
+
+def _watch_environment(log: DecisionLog, policy: Policy) -> None:
+    """Report reads of variables: allowed when the sandbox has it, refused when not."""
+    from pysandboxes._inside.guards.env import watch_environ
+    from pysandboxes._policy.globs import name_matches
+
+    given = frozenset(os.environ)
+    rules = policy.env
+
+    def read(name: str) -> _Entry | bool:
+        """Log a read; what its repeats need: its entry's count raised, or nothing when
+        only refusals are logged. A refusal is logged each time (and sent at once)."""
+        if name not in given:
+            log.refused("env", name, "read", _origin_fields(None, 0, ""), f"env={name}=${{{name}}}")
+            return False
+        if not log.allowed_too:
+            return True
+        origin = next((r.origin for r in rules if name_matches(r.name, name)), None)
+        entry = log.allowed("env", name, "read", origin)
+        return False if entry is None else entry
+
+    watch_environ(read)

@@ -75,7 +75,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     log = None
     api = ApiJudge(policy)
     if spec.audit is not None and spec.learning is None:
-        from pysandboxes._inside.decisions import start_log
+        from pysandboxes._inside.auditing import start_log
 
         enforcer, log = start_log(spec.audit, enforcer, api, policy, spec)
     seen = _exposures(policy, spec.implicit, roots, program)

@@ -41,14 +41,12 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from pysandboxes._inside.enforce import Enforcer
-    from pysandboxes._policy.judge import ApiJudge, ImportJudge
-    from pysandboxes._policy.model import ExposeRule, Origin, Policy
-    from pysandboxes._wire.spec import AuditSpec, LaunchSpec
+    from pysandboxes._policy.judge import ImportJudge
+    from pysandboxes._policy.model import ExposeRule, Origin
 
 #: The logs of this process (one, unless a test makes more): sent after each call of
 #: partial mode (``flush_all``), whose child lives on between calls.
-_LOGS: list[DecisionLog] = []
+LOGS: list[DecisionLog] = []
 #: Raised by the runner as it prints an uncaught refusal (see ``DecisionLog.surfaced``).
 SURFACED_EVENT = "pysandboxes.surfaced"
 _QUEUED = 64
@@ -290,53 +288,5 @@ def _on_import_path(target: str) -> bool:
 
 def flush_all() -> None:
     """Send what every log of this process counted (partial mode: after each call)."""
-    for log in _LOGS:
+    for log in LOGS:
         log.flush()
-
-
-def start_log(
-    spec: AuditSpec, enforcer: Enforcer, api: ApiJudge, policy: Policy, launch: LaunchSpec
-) -> tuple[Enforcer, DecisionLog]:
-    """The decision log of this process, and the enforcer that records refusals in it;
-    sends what is left at exit. Called before the guards are installed."""
-    import atexit
-
-    from pysandboxes._inside.enforce import Messages
-    from pysandboxes._policy.judge import ImportJudge
-
-    os.set_inheritable(spec.fd, False)  # the programs it starts must not write decisions
-    session = launch.program.kind == "repl"
-    log = DecisionLog(spec.fd, os.getcwd(), allowed_too=spec.allowed_too, session=session)
-    if spec.allowed_too:
-        log.imports = ImportJudge(policy)
-    if spec.logged:  # a variable the sandbox lacks is no news worth a summary
-        _watch_environment(log, policy)
-    atexit.register(log.flush)
-    _LOGS.append(log)
-    messages = Messages(launch.rule_file, launch.rule_dir)
-    from pysandboxes._inside.auditing import Auditing
-
-    return Auditing(enforcer, log, messages, api), log
-
-
-def _watch_environment(log: DecisionLog, policy: Policy) -> None:
-    """Report reads of variables: allowed when the sandbox has it, refused when not."""
-    from pysandboxes._inside.guards.env import watch_environ
-    from pysandboxes._policy.globs import name_matches
-
-    given = frozenset(os.environ)
-    rules = policy.env
-
-    def read(name: str) -> _Entry | bool:
-        """Log a read; what its repeats need: its entry's count raised, or nothing when
-        only refusals are logged. A refusal is logged each time (and sent at once)."""
-        if name not in given:
-            log.refused("env", name, "read", _origin_fields(None, 0, ""), f"env={name}=${{{name}}}")
-            return False
-        if not log.allowed_too:
-            return True
-        origin = next((r.origin for r in rules if name_matches(r.name, name)), None)
-        entry = log.allowed("env", name, "read", origin)
-        return False if entry is None else entry
-
-    watch_environ(read)

@@ -259,7 +259,7 @@ class Learning:
         try:
             from posix import getcwd
 
-            from pysandboxes._policy.view import link_chain
+            from pysandboxes._policy.links import link_chain
 
             links = link_chain(os.path.join(getcwd(), named))
         except (OSError, ValueError):

@@ -15,6 +15,10 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 _MS_RDONLY = 0x1
 _MS_NOSUID = 0x2
 _MS_NODEV = 0x4
@@ -50,15 +54,24 @@ def mask(paths: tuple[str, ...]) -> list[tuple[str, str]]:
     """Cover each path: a file by ``/dev/null``, a directory by an empty read-only
     ``tmpfs``, both read-only. Returns those that could not be, with why (a path that
     vanished meanwhile is skipped)."""
+
+    def cover(path: str) -> None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+            _mount("tmpfs", path, "tmpfs", flags, "size=4k,mode=0555")
+        elif os.path.isfile(path) and not os.path.islink(path):
+            _mount("/dev/null", path, None, _MS_BIND)
+            _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept(path))
+
+    return _each(paths, cover)
+
+
+def _each(paths: tuple[str, ...], mount_one: Callable[[str], None]) -> list[tuple[str, str]]:
+    """``mount_one`` on each path; those that failed, with why (a vanished one skipped)."""
     failed: list[tuple[str, str]] = []
     for path in paths:
         try:
-            if os.path.isdir(path) and not os.path.islink(path):
-                flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-                _mount("tmpfs", path, "tmpfs", flags, "size=4k,mode=0555")
-            elif os.path.isfile(path) and not os.path.islink(path):
-                _mount("/dev/null", path, None, _MS_BIND)
-                _mount(None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _kept(path))
+            mount_one(path)
         except FileNotFoundError:
             continue
         except OSError as exc:
@@ -74,15 +87,7 @@ def _kept(path: str) -> int:
 def keep_in_place(paths: tuple[str, ...]) -> list[tuple[str, str]]:
     """Bind each directory of ``paths`` onto itself, as writable as it was: a mount point
     cannot be renamed or removed. Returns those that could not be, with why."""
-    failed: list[tuple[str, str]] = []
-    for path in paths:
-        try:
-            _mount(path, path, None, _MS_BIND)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            failed.append((path, exc.strerror or str(exc)))
-    return failed
+    return _each(paths, lambda path: _mount(path, path, None, _MS_BIND))
 
 
 def keep_read_only(paths: tuple[str, ...]) -> list[tuple[str, str]]:

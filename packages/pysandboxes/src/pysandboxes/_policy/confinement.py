@@ -276,7 +276,7 @@ def replaceable_links(policy: Policy) -> list[tuple[str, ExposeRule]]:
     which no kernel layer can prevent (a link cannot be bound onto itself)."""
     import os
 
-    from pysandboxes._policy.discover import links_on_the_way
+    from pysandboxes._policy.links import links_on_the_way
     from pysandboxes._policy.pathnames import within
 
     writable = [rule for rule in policy.expose if rule.writable and rule.is_dir]

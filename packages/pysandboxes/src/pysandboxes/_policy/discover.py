@@ -109,38 +109,3 @@ def discover(
     if config is None and os.path.isfile(pyproject) and _has_tool_table(pyproject):
         return Discovery(pyproject, pyproject, (*searched, pyproject))
     return Discovery(None, searched[0], searched)
-
-
-def links_on_the_way(path: str) -> list[str]:
-    """Every symbolic link met on the way from ``path`` to the file it names, each as its
-    directory's real path and its own name (as the guards judge a change of the link
-    itself): ``.py-sandboxes -> conf/current/rules`` with ``conf/current -> v1`` gives
-    both links. A change of any of them changes the rules of the next run, as a change
-    of the file does; the directories above each are what holds them."""
-    import stat
-
-    pending = os.path.abspath(path).split("/")[::-1]
-    resolved = ""
-    found: list[str] = []
-    while pending and len(found) <= 40:  # a loop: the kernel stops there too
-        part = pending.pop()
-        if part in ("", "."):
-            continue
-        if part == "..":
-            resolved = resolved.rpartition("/")[0]
-            continue
-        candidate = f"{resolved}/{part}"
-        target = ""
-        try:
-            is_link = stat.S_ISLNK(os.lstat(candidate).st_mode)
-            target = os.readlink(candidate) if is_link else ""
-        except OSError:
-            is_link = False  # missing (a missing include): the rest is named as written
-        if not is_link:
-            resolved = candidate
-            continue
-        found.append(candidate)
-        if target.startswith("/"):
-            resolved = ""
-        pending.extend(target.split("/")[::-1])
-    return found

@@ -10,6 +10,7 @@ import os
 
 from pysandboxes._policy.expand import ExpansionError, check
 from pysandboxes._policy.lines import expand_home
+from pysandboxes._policy.links import link_chain
 from pysandboxes._policy.model import (
     ApiRule,
     EnvRule,
@@ -20,7 +21,6 @@ from pysandboxes._policy.model import (
     UnenvRule,
 )
 from pysandboxes._policy.registry import CATEGORIES, SENSITIVE_FUNCTIONS
-from pysandboxes._policy.view import link_chain
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

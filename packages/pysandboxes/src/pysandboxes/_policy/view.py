@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
+from pysandboxes._policy.links import link_chain
 from pysandboxes._policy.model import ExposeRule, Origin
 from pysandboxes._policy.pathnames import within
 
@@ -171,22 +172,6 @@ def exposures(
 def venv_config() -> str:
     """The ``pyvenv.cfg`` of the running venv, by its real path."""
     return os.path.join(os.path.realpath(sys.prefix), "pyvenv.cfg")
-
-
-def link_chain(path: str) -> list[str]:
-    """The symbolic links ``path`` goes through to its file, each spelled with its
-    directory resolved (as the guards judge a link's own name), in order."""
-    links: list[str] = []
-    current = os.path.abspath(path) if path else ""
-    while current and len(links) < 40:  # the kernel's own limit on a chain
-        here = os.path.join(os.path.realpath(os.path.dirname(current)), os.path.basename(current))
-        try:
-            target = os.readlink(here)
-        except OSError:
-            break  # not a link (or gone): the chain ends at its file
-        links.append(here)
-        current = os.path.normpath(os.path.join(os.path.dirname(here), target))
-    return links
 
 
 def plan_for(

@@ -38,28 +38,34 @@ class _Rewriter(ast.NodeTransformer):
     def __init__(self) -> None:
         self.parts = 0
 
-    def unnest(self, target: ast.expr) -> list[ast.stmt]:
-        """A part of ``target`` holding a starred name (``(a, *b), c``) replaced by a name of
-        the sandbox's, and the assignments that unpack it, metered, after it."""
-        after: list[ast.stmt] = []
+    def split(self, target: ast.expr) -> list[tuple[ast.expr, ast.Name]]:
+        """Each part of ``target`` holding a starred name (``(a, *b), c``) replaced by a name
+        of the sandbox's: the parts, each with the name it is to be unpacked from."""
+        split: list[tuple[ast.expr, ast.Name]] = []
         if not isinstance(target, (ast.Tuple, ast.List)):
-            return after
+            return split
         for i, part in enumerate(target.elts):
             inner = part.value if isinstance(part, ast.Starred) else part
             if isinstance(inner, (ast.Tuple, ast.List)) and _nested_starred(inner):
                 name = f"__sb_part{self.parts}"
                 self.parts += 1
                 store = ast.copy_location(ast.Name(id=name, ctx=ast.Store()), inner)
-                load = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), inner)
                 if isinstance(part, ast.Starred):
                     part.value = store
                 else:
                     target.elts[i] = store
-                unpack = ast.copy_location(ast.Assign(targets=[inner], value=load), inner)
-                after.extend(self.assignment(unpack))
-                # Gone at once: it must not stay in the caller's globals (exec(src, g)).
-                gone = ast.copy_location(ast.Name(id=name, ctx=ast.Del()), inner)
-                after.append(ast.copy_location(ast.Delete(targets=[gone]), inner))
+                split.append((inner, ast.copy_location(ast.Name(id=name, ctx=ast.Load()), inner)))
+        return split
+
+    def unnest(self, target: ast.expr) -> list[ast.stmt]:
+        """The split parts of ``target`` (see ``split``) unpacked, metered, after it."""
+        after: list[ast.stmt] = []
+        for inner, load in self.split(target):
+            unpack = ast.copy_location(ast.Assign(targets=[inner], value=load), inner)
+            after.extend(self.assignment(unpack))
+            # Gone at once: it must not stay in the caller's globals (exec(src, g)).
+            gone = ast.copy_location(ast.Name(id=load.id, ctx=ast.Del()), inner)
+            after.append(ast.copy_location(ast.Delete(targets=[gone]), inner))
         return after
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -107,23 +113,15 @@ class _Rewriter(ast.NodeTransformer):
         generators: list[ast.comprehension] = []
         for generator in node.generators:
             generators.append(generator)
-            target = generator.target
-            if not isinstance(target, (ast.Tuple, ast.List)):
-                continue
-            added: list[ast.comprehension] = []
-            for i, part in enumerate(target.elts):
-                inner = part.value if isinstance(part, ast.Starred) else part
-                if isinstance(inner, (ast.Tuple, ast.List)) and _nested_starred(inner):
-                    name = f"__sb_part{self.parts}"
-                    self.parts += 1
-                    store = ast.copy_location(ast.Name(id=name, ctx=ast.Store()), inner)
-                    if isinstance(part, ast.Starred):
-                        part.value = store
-                    else:
-                        target.elts[i] = store
-                    load = ast.copy_location(ast.Name(id=name, ctx=ast.Load()), inner)
-                    metered = ast.copy_location(ast.List(elts=[load], ctx=ast.Load()), inner)
-                    added.append(ast.comprehension(target=inner, iter=metered, ifs=[], is_async=0))
+            added = [
+                ast.comprehension(
+                    target=inner,
+                    iter=ast.copy_location(ast.List(elts=[load], ctx=ast.Load()), inner),
+                    ifs=[],
+                    is_async=0,
+                )
+                for inner, load in self.split(generator.target)
+            ]
             if added:
                 # The conditions may name the unpacked parts: they follow the last one.
                 added[-1].ifs, generator.ifs = generator.ifs, []

@@ -155,8 +155,6 @@ def _asked_by_import_system() -> bool:
 def _prelisted(path: object) -> Callable[[], list[str]] | None:
     if not PRELISTED or not (path is None or type(path) is str):
         return None
-    if not _asked_by_import_system():
-        return None
     from posix import getcwd
     from posixpath import join, normpath
 
@@ -164,7 +162,8 @@ def _prelisted(path: object) -> Callable[[], list[str]] | None:
         full = normpath(join(getcwd(), path or "."))
     except OSError:
         return None
-    return PRELISTED.get(full)
+    shown = PRELISTED.get(full)
+    return shown if shown is not None and _asked_by_import_system() else None
 
 
 def listdir_before(known: Callable[[str, object], bool]) -> Callable[..., Call]:
