@@ -22,7 +22,8 @@ whose ratio is to the enforcing ``landlock`` run. A cell that misses its target 
 ms; open+read, ``os.stat``, ``os.listdir``, ``Path.read_text``, relative and absolute, a
 fresh import and ``os.environ.get`` <= 1.3x; a TCP connection to an allowed loopback port
 <= 1.15x; compute <= 1.05x; peak RSS of ``python-sb -c pass`` (its largest process) < 15
-MiB; with ``audit-log`` (issue 22) and under ``learn`` against ``landlock`` (issue 21)
+MiB, and (issue 34) every process of an idle run together <= 30 MiB, in 2 processes; with
+``audit-log`` (issue 22) and under ``learn`` against ``landlock`` (issue 21)
 every guarded operation <= 1.5x. An import statement naming a module already loaded is a
 dictionary lookup in plain Python, judged by the sandbox all the same: its row shows the
 absolute cost, without a target.
@@ -66,6 +67,9 @@ TARGETS: dict[str, float | None] = {
 LOGGED_TARGET = 1.5  # audit-log against python, learn against landlock (compute: 1.05)
 START_TARGET = 0.050
 RSS_TARGET = 15 * 1024  # KiB
+#: Issue 34: every process of a sandbox together, and how many there are.
+TREE_RSS_TARGET = 30 * 1024  # KiB
+PROCESS_TARGET = 2
 MIB = 1024
 WIDTH = 19
 
@@ -139,6 +143,7 @@ class Bench:
         self.samples: dict[str, dict[str, list[float]]] = {}
         self.start: dict[str, list[float]] = {}
         self.rss: dict[str, int] = {}
+        self.tree: dict[str, tuple[int, int]] = {}  # column: (processes, summed peak RSS)
         self.broken: dict[str, str] = {}
 
     def run_operations(self, column: str) -> None:
@@ -213,6 +218,59 @@ class Bench:
                 found.append(int(text[-1]))
         if found:
             self.rss[column] = int(statistics.median(found))
+
+    def process_tree(self, column: str) -> None:
+        """The processes of a sandbox whose program waits (on its standard input), and
+        their peak resident sets summed (``VmHWM``): what one idle run costs the host."""
+        program = "import os; os.read(0, 1)"
+        child = subprocess.Popen(
+            command(column, self.python_sb) + ["-c", program],
+            cwd=self.trees[column],
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            time.sleep(1.0)  # every process of the chain started and settled
+            found = descendants(child.pid)
+            peaks = [peak_kib(pid) for pid in found]
+            if child.poll() is None and peaks:
+                self.tree[column] = (len(found), sum(peaks))
+        finally:
+            if child.stdin is not None:
+                child.stdin.close()
+            child.wait()
+
+
+def descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{current}/task/{task}/children") as listing:
+                    todo += [int(number) for number in listing.read().split()]
+            except OSError:
+                continue
+    return found
+
+
+def peak_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
 
 
 def rotated(columns: list[str], turn: int) -> list[str]:
@@ -298,15 +356,35 @@ def rss_cells(bench: Bench) -> list[str]:
     return cells
 
 
+def tree_cells(bench: Bench) -> tuple[list[str], list[str]]:
+    counts: list[str] = []
+    sums: list[str] = []
+    for column in bench.columns:
+        if column not in bench.tree:
+            counts.append("-")
+            sums.append("-")
+            continue
+        processes, total = bench.tree[column]
+        many = column in KERNELS and processes > PROCESS_TARGET
+        counts.append(f"{processes}{'!' if many else ''}")
+        sums.append(
+            f"{total / MIB:.1f}MiB{'!' if column in KERNELS and total > TREE_RSS_TARGET else ''}"
+        )
+    return counts, sums
+
+
 def print_table(bench: Bench, heading: str) -> None:
     print(heading)
     for column, reason in bench.broken.items():
         print(f"# {column}: cannot run here: {reason}")
     header = "".join(f"{column:>{WIDTH}}" for column in bench.columns)
     print(f"{'measure':<20}{header}{'target':>10}")
+    counts, sums = tree_cells(bench)
     rows = [
         ("start-up -c pass", start_cells(bench), f"<={START_TARGET * 1e3:.0f}ms"),
         ("peak RSS -c pass", rss_cells(bench), f"<{RSS_TARGET // MIB}MiB"),
+        ("processes (idle)", counts, f"{PROCESS_TARGET}"),
+        ("RSS all processes", sums, f"<={TREE_RSS_TARGET // MIB}MiB"),
     ]
     for name, target in TARGETS.items():
         shown = "abs. cost" if target is None else f"<={target}x"
@@ -320,7 +398,9 @@ def print_table(bench: Bench, heading: str) -> None:
         " a do-nothing audit hook.\n# audit-log: landlock with audit-log=, target <=1.5x"
         " (compute <=1.05x). learn: python-sb\n# --learn, no rule file, ratio to the"
         " ENFORCING landlock run, target <=1.5x (compute <=1.05x).\n# peak RSS: largest"
-        " process of python-sb -c pass (median of runs); start-up: wall from outside."
+        " process of python-sb -c pass (median of runs); start-up: wall from outside.\n#"
+        " processes (idle): how many a run whose program waits keeps; RSS all processes: their"
+        "\n# peak resident sets (VmHWM) summed."
     )
 
 
@@ -352,7 +432,7 @@ def main() -> None:
     if "learn" in chosen:
         chosen.add("landlock")  # learn's ratio is to the enforcing landlock run
     columns = ["python", "floor", *(p for p in PROVIDERS if p in chosen)]
-    rounds, batches, starts, rss_runs = (2, 3, 5, 1) if options.quick else (8, 10, 20, 3)
+    rounds, batches, starts, rss_runs = (2, 3, 5, 1) if options.quick else (8, 10, 30, 3)
     compile_own_bytecode()
     load = os.getloadavg()[0]
     begin = time.perf_counter()
@@ -376,6 +456,7 @@ def main() -> None:
         for column in started:
             if column not in bench.broken:
                 bench.peak_rss(column, rss_runs)
+                bench.process_tree(column)
     heading = (
         f"# benchmarks/complete.py: {rounds} rounds x {batches} batches per column,"
         f" start-up {starts} runs, {time.perf_counter() - begin:.0f} s;"

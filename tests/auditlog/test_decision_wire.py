@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pysandboxes._record import replace
 from pysandboxes._wire.codec import decode_decision, decode_decisions
 from pysandboxes._wire.decisions import Decision, encode_decision, log_line, read_log_line
 
@@ -51,3 +55,35 @@ def test_a_target_cannot_add_a_line_to_the_log() -> None:
     written = log_line(decoded, "2026-12-01T00:00:00.000Z", "complete")
     assert written.count("\n") == 1
     assert read_log_line(written).target == sneaky.target
+
+
+# Targets, locations and rule texts are whatever the program names: any characters, the
+# quotes, backslashes, controls and lone surrogates of a hostile name included.
+_TEXT = st.text(st.characters(codec=None, exclude_categories=()), max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    target=_TEXT,
+    where=_TEXT,
+    rule_text=_TEXT,
+    allowed=st.booleans(),
+    count=st.integers(1, 2**40),
+)
+def test_any_named_target_travels_whole_and_as_json_writes_it(
+    target: str, where: str, rule_text: str, allowed: bool, count: int
+) -> None:
+    decision = Decision("env", target, "read", allowed, ".py-sandboxes:2", rule_text, where)
+    decision = replace(decision, count=count)
+    line = encode_decision(decision)
+    if not line:  # too long to send: dropped whole, never cut
+        return
+    assert line.count(b"\n") == 1
+    # The child writes the line without the json package: the same bytes json writes.
+    fields = json.loads(line)
+    assert line == json.dumps(fields, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+    decoded = decode_decision(line.rstrip(b"\n"))
+    if decoded is not None:  # a NUL, an empty target, a lone surrogate...: dropped whole
+        assert (decoded.target, decoded.where, decoded.count) == (target, where, count)
+    if all(t.isprintable() for t in (target, where, rule_text)) and target.strip():
+        assert decoded is not None

@@ -7,6 +7,7 @@ sandboxed program pays for neither.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -35,6 +36,16 @@ def version_text() -> str:
 
 def main(args: list[str] | None = None) -> int:
     """Entry point of the ``python-sb`` console script."""
+    # The cyclic collector waits while python-sb starts: its imports and the rules make no
+    # garbage worth the milliseconds, and a run replaces this process (exec) at once.
+    gc.disable()
+    try:
+        return _main(args)
+    finally:
+        gc.enable()
+
+
+def _main(args: list[str] | None) -> int:
     from python_sb.argv import UsageError, split
 
     try:

@@ -9,8 +9,8 @@ keeps every right of its own; the functions get the rules' rights only. Several
 from __future__ import annotations
 
 import os
-import threading
 import time
+from _thread import allocate_lock  # threading's Lock; threading itself costs every start
 
 from pysandboxes._api.registry import module_files
 from pysandboxes._mode import is_in_sandbox
@@ -35,7 +35,7 @@ _INIT = 2  # frames.INIT, without importing the wire module before it is needed
 _CALL = 1
 
 _active: dict[str | None, list[sandboxes]] = {}
-_lock = threading.Lock()
+_lock = allocate_lock()
 
 
 def active(profile: str | None, module: str, name: str) -> sandboxes:
@@ -119,7 +119,7 @@ class sandboxes:
         self.restarts = Restarts(max_restarts, restart_window)
         self._child: Child | None = None
         self._late: set[str] = set()
-        self._start_lock = threading.Lock()
+        self._start_lock = allocate_lock()
         self._entered = False
         if init_fn is not None:
             _importable(init_fn, "init_fn")
@@ -343,7 +343,7 @@ class Restarts:
         self.limit = max(0, limit)
         self.window = max(0.0, window)
         self._times: list[float] = []
-        self._lock = threading.Lock()
+        self._lock = allocate_lock()
 
     def spend(self, crash: SandboxCrashed) -> None:
         """Count a restart after ``crash``.

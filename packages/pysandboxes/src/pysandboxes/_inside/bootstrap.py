@@ -9,6 +9,7 @@ then the audit hook, then the wrappers, and only then does any code of the progr
 from __future__ import annotations
 
 import builtins
+import gc
 import os
 import sys
 
@@ -41,6 +42,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
     from types import CodeType
+    from typing import Any
 
     from pysandboxes._inside.enforce import Enforcer
     from pysandboxes._policy.evaluation import EvalProfile
@@ -311,6 +313,8 @@ def main(
             code = _runner.compile_program(program)
         except SyntaxError as exc:
             _runner.report(exc)
+    if program.kind == "module" or (program.kind == "script" and code is None):
+        _runner.load_runpy()
     # Before prepare() puts the program's directory first on sys.path: that directory is
     # the program's, not the interpreter's, and needs a rule like any other.
     roots = interpreter_roots()
@@ -369,6 +373,11 @@ def main(
     if serving is not None:
         sys.path[1:1] = [p for p in serving.path if p not in sys.path]
     _runner.apply_warning_filters()
+    # The boot code held the collector off (see BOOT): what exists now is the interpreter's
+    # and the sandbox's, alive until the end. Frozen, no collection walks it again (nor
+    # does gc.get_objects() list it); the program's own objects are collected as usual.
+    gc.freeze()
+    gc.enable()
     return program, code, serve
 
 
@@ -377,18 +386,20 @@ def install_stand_in(stdlib: str) -> None:
     (``ctypes.util``, ``ctypes.wintypes``) still found in the real package's directory.
     Called before the hook: the program deleting it from ``sys.modules`` then meets the
     real ``ctypes``, whose ``_ctypes`` import is refused."""
-    import importlib.util
-    import sys
+    # importlib.util's two functions, from the import system's own modules: importlib.util
+    # would load contextlib and more at every start.
+    from _frozen_importlib import module_from_spec  # type: ignore[import-not-found]
+    from _frozen_importlib_external import (  # type: ignore[import-not-found]
+        spec_from_file_location,
+    )
 
     here = os.path.dirname(os.path.abspath(__file__))
     for name, file in (("ctypes._cdata", "_cdata.py"), ("ctypes", "datactypes.py")):
         search = [os.path.join(stdlib, "ctypes")] if name == "ctypes" else None
         where = os.path.join(here, file)
-        spec = importlib.util.spec_from_file_location(
-            name, where, submodule_search_locations=search
-        )
+        spec: Any = spec_from_file_location(name, where, submodule_search_locations=search)
         if spec is None or spec.loader is None:  # pragma: no cover - a file of this package
             raise ImportError(f"the stand-in ctypes is missing: {where}")
-        module = importlib.util.module_from_spec(spec)
+        module: Any = module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)

@@ -10,7 +10,6 @@ CPython does.
 from __future__ import annotations
 
 import os
-import runpy  # here, not in run(): run's own imports are charged to the program
 import sys
 
 from pysandboxes._inside import repl as _repl
@@ -25,6 +24,29 @@ from pysandboxes.errors import (
     RuleSocketConnectionRefusedError,
 )
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import CodeType, ModuleType
+    from typing import Any
+
+    from pysandboxes._wire.spec import Program
+
+
+#: ``runpy``, for ``-m`` and for a directory or archive run as a script: loaded by
+#: ``load_runpy`` before the guards, when the program is one of those (at every start, it
+#: and its imports would cost milliseconds; in ``run()``, its import would be charged to
+#: the program).
+_runpy: list[ModuleType] = []
+
+
+def load_runpy() -> None:
+    """Load ``runpy`` for ``run``, before the guards (see ``_runpy``)."""
+    import runpy
+
+    _runpy.append(runpy)
+
+
 _REFUSALS = (
     RuleApiPermissionError,
     RuleFileNotFoundError,
@@ -32,14 +54,6 @@ _REFUSALS = (
     RulePermissionError,
     RuleSocketConnectionRefusedError,
 )
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from types import CodeType
-    from typing import Any
-
-    from pysandboxes._wire.spec import Program
 
 
 def _fresh_main(name: str = "__main__") -> dict[str, object]:
@@ -134,9 +148,9 @@ def run(program: Program, code: CodeType | None, serve: Callable[[], None] | Non
         elif program.kind == "repl":
             interact(_fresh_main(), template=program.target == TEMPLATE_SESSION)
         elif program.kind == "module":
-            runpy._run_module_as_main(program.target, alter_argv=True)  # type: ignore[attr-defined]
+            _runpy[0]._run_module_as_main(program.target, alter_argv=True)
         elif program.kind == "script" and code is None:
-            runpy.run_path(program.target, run_name="__main__")
+            _runpy[0].run_path(program.target, run_name="__main__")
         else:
             namespace = _fresh_main()
             if program.kind == "script":

@@ -89,7 +89,10 @@ def restore_terminal_signals() -> None:
     not die of a ^C meant for the program; ignored signals stay ignored across ``exec``,
     so this interpreter gets them back as CPython would have set them.
     """
-    import signal
+    if TYPE_CHECKING:
+        import signal
+    else:  # the C module: signal's enums would load enum at every start
+        import _signal as signal
 
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)

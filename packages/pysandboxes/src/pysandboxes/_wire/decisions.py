@@ -24,9 +24,8 @@ Two forms of one record, ``Decision``:
 
 from __future__ import annotations
 
-import json
-
 from pysandboxes._record import record
+from pysandboxes._wire.flatjson import flat_json
 
 #: The version of the log's format: a reader refuses lines of another.
 FORMAT = 1
@@ -112,7 +111,7 @@ def encode_decision(decision: Decision) -> bytes:
         fields["f"] = decision.fix[:MAX_TEXT]
     if decision.surfaced:
         fields["s"] = 1
-    line = json.dumps(fields, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+    line = flat_json(fields).encode() + b"\n"
     return line if len(line) <= MAX_LINE else b""
 
 
@@ -142,7 +141,7 @@ def log_line(decision: Decision, time: str, mode: str) -> str:
     fields["count"] = decision.count
     if decision.fix:
         fields["fix"] = decision.fix
-    return json.dumps(fields, ensure_ascii=True, separators=(",", ":")) + "\n"
+    return flat_json(fields) + "\n"
 
 
 def origin_fields(source: str | None, line: int, text: str) -> tuple[str, str]:
@@ -157,6 +156,8 @@ def origin_fields(source: str | None, line: int, text: str) -> tuple[str, str]:
 def read_log_line(line: str) -> Decision:
     """A line of a decision log, read back by the replay: the trusted side wrote it, but a
     user may have edited it. Raises ``ValueError`` saying what is wrong."""
+    import json  # the trusted side's: the child only writes lines (flatjson)
+
     try:
         parsed: object = json.loads(line)
     except (ValueError, RecursionError) as exc:

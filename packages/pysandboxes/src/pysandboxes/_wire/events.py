@@ -9,10 +9,9 @@ Decoding them is ``codec``'s job, on the trusted side.
 
 from __future__ import annotations
 
-import json
-
 from pysandboxes._policy.registry import CATEGORIES
 from pysandboxes._record import record
+from pysandboxes._wire.flatjson import flat_json
 
 #: The families of events, and the ``access`` values each accepts.
 FAMILIES: dict[str, frozenset[str]] = {
@@ -77,5 +76,5 @@ def encode_event(event: Event) -> bytes:
         fields["ips"] = list(event.addresses[:MAX_ADDRESSES])
     if event.where:
         fields["w"] = event.where[:512]  # a location, not a payload: the line stays short
-    line = json.dumps(fields, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
+    line = flat_json(fields).encode() + b"\n"
     return line if len(line) <= MAX_LINE else b""

@@ -33,9 +33,12 @@ KERNEL_LAYERED = ("landlock", *WRAPPING)
 #: puts the program below a pid 1 of its own (``_kernel.lifetime``): ``sys.argv`` holds
 #: the spec's descriptor, the provider, and the descriptors kept. Then it binds the public
 #: entry points (imported on first use elsewhere): once the guards are up, the program
-#: may not import the private modules they live in.
+#: may not import the private modules they live in. The cyclic garbage collector waits
+#: until the walls are up (``bootstrap.main`` freezes what the start-up made, then
+#: starts it): the start-up's objects are the sandbox's for good, and collecting them,
+#: during the imports and again at every full collection, cost milliseconds of each run.
 BOOT = (
-    "import sys;_p=sys.path[:];sys.path[:]=[p for p in _p if p];"
+    "import gc,sys;gc.disable();_p=sys.path[:];sys.path[:]=[p for p in _p if p];"
     "sys.path.insert(0,{path!r});"
     "from pysandboxes._kernel.lifetime import begin as _b;_b(*sys.argv[2:4]);"
     "import pysandboxes as _s;[getattr(_s,_n) for _n in _s.__all__];del _s;"

@@ -7,7 +7,6 @@ compiles (see ``dynamic``).
 
 from __future__ import annotations
 
-import re
 from types import CodeType
 
 from pysandboxes._inside.guards.values import plain_str
@@ -27,12 +26,49 @@ if TYPE_CHECKING:
 #: Everything else of the standard library that compiles source it is given (timeit,
 #: doctest, pdb, cProfile, code...) only does what the program asks, and is judged as the
 #: program.
-_NAMEDTUPLE = re.compile(r"lambda _cls, [\w, ]*: _tuple_new\(_cls, \([\w, ]*\)\)")
-_MOCK_SIGNATURE = re.compile(
-    r"(async )?def \w+\(\*args, \*\*kwargs\):\n    _checksig_\(\*args, \*\*kwargs\)\n"
-    r"    return (await )?mock\(\*args, \*\*kwargs\)"
+# The shapes are matched by hand, not with ``re``: the guard's modules load at every start
+# of the sandbox, and ``re`` (with ``enum``) would cost each one milliseconds. ``\w`` is a
+# word character as ``re`` reads it in ``str`` patterns: ``isalnum()`` or ``_``.
+
+
+def _word_run(text: str, start: int, extra: str = "") -> int:
+    """The index after the run of word characters (and of ``extra``) from ``start``."""
+    end = len(text)
+    while start < end and (text[start].isalnum() or text[start] == "_" or text[start] in extra):
+        start += 1
+    return start
+
+
+def _namedtuple_shape(text: str) -> bool:
+    r"""``lambda _cls, [\w, ]*: _tuple_new\(_cls, \([\w, ]*\)\)``, the whole text."""
+    head, middle = "lambda _cls, ", ": _tuple_new(_cls, ("
+    if not text.startswith(head):
+        return False
+    at = _word_run(text, len(head), ", ")
+    if not text.startswith(middle, at):
+        return False
+    return text[_word_run(text, at + len(middle), ", ") :] == "))"
+
+
+_MOCK_BODIES = tuple(
+    "(*args, **kwargs):\n    _checksig_(*args, **kwargs)\n"
+    f"    return {awaited}mock(*args, **kwargs)"
+    for awaited in ("", "await ")
 )
-_DOTTED_NAME = re.compile(r"\w+(\.\w+)*")
+
+
+def _mock_signature_shape(text: str) -> bool:
+    r"""``(async )?def \w+`` and the body ``unittest.mock`` gives a signature's copy."""
+    text = text.removeprefix("async ")
+    if not text.startswith("def "):
+        return False
+    name_end = _word_run(text, 4)
+    return name_end > 4 and text[name_end:] in _MOCK_BODIES
+
+
+def _dotted_name_shape(text: str) -> bool:
+    r"""``\w+(\.\w+)*``, the whole text."""
+    return all(part and _word_run(part, 0) == len(part) for part in text.split("."))
 
 
 def source_text(source: object) -> str | None:
@@ -44,10 +80,10 @@ def source_text(source: object) -> str | None:
     return plain_str(source)
 
 
-def _fullmatch(pattern: re.Pattern[str]) -> Callable[[object, FrameType], bool]:
+def _fullmatch(shape: Callable[[str], bool]) -> Callable[[object, FrameType], bool]:
     def check(source: object, frame: FrameType) -> bool:
         text = source_text(source)
-        return text is not None and pattern.fullmatch(text) is not None
+        return text is not None and shape(text)
 
     return check
 
@@ -103,13 +139,13 @@ def _parse_only(source: object, frame: FrameType) -> bool:
 
 GENERATING: dict[tuple[str, str], Callable[[object, FrameType], bool]] = {
     ("ast", "parse"): _parse_only,
-    ("collections", "namedtuple"): _fullmatch(_NAMEDTUPLE),
+    ("collections", "namedtuple"): _fullmatch(_namedtuple_shape),
     # Field names are pasted into the code (docs/security.md lists it).
     ("dataclasses", "_create_fn"): _made_by("def __create_fn__(", "_process_class"),
     ("dataclasses", "add_fns_to_class"): _made_by("def __create_fn__(", "_process_class"),
-    ("unittest", "_set_signature"): _fullmatch(_MOCK_SIGNATURE),
-    ("unittest", "_set_async_signature"): _fullmatch(_MOCK_SIGNATURE),
-    ("rlcompleter", "attr_matches"): _fullmatch(_DOTTED_NAME),
+    ("unittest", "_set_signature"): _fullmatch(_mock_signature_shape),
+    ("unittest", "_set_async_signature"): _fullmatch(_mock_signature_shape),
+    ("rlcompleter", "attr_matches"): _fullmatch(_dotted_name_shape),
 }
 
 

@@ -154,7 +154,6 @@ def guard_unreported(
     import _imp
     import _posixsubprocess  # type: ignore[import-not-found]
     import _signal  # type: ignore[import-not-found]
-    import signal
 
     if not family_allowed("_posixsubprocess.fork_exec", fork_exec_family):
         # subprocess binds it as _fork_exec when imported: replace that copy too.
@@ -162,7 +161,9 @@ def guard_unreported(
         _refusing_copy(holders, "fork_exec", "_fork_exec", "subprocess.Popen", sealed_globals)
     pidfd = ("signal.pidfd_send_signal", "_signal.pidfd_send_signal")
     if hasattr(_signal, "pidfd_send_signal") and not family_allowed(pidfd[0], pidfd):
-        holders = [_signal, signal]
+        # signal copies _signal's functions when first imported (importing it here would
+        # load enum at every start): replacing _signal's is enough until then.
+        holders = [_signal, sys.modules.get("signal")]
         _refusing_copy(
             holders, "pidfd_send_signal", None, "signal.pidfd_send_signal", sealed_globals
         )
