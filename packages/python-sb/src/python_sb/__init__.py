@@ -88,7 +88,7 @@ def _first_run(request: Any) -> Any:
     """With no rule file, learning happens only when the user says so: asked at a
     terminal (``--learn`` answers yes in advance), refused without one. An interactive
     session is never learned unasked: it starts under the template's rules."""
-    from pysandboxes._host.launch import learns_unasked, without_rule_file
+    from pysandboxes._host.launchplan import learns_unasked, without_rule_file
     from pysandboxes._record import replace
 
     if request.program.kind == "repl" and without_rule_file(request, os.getcwd(), os.environ):
@@ -132,7 +132,8 @@ def _template_session(request: Any) -> Any:
 
 
 def _run(invocation: object, *, show: bool = False) -> int:
-    from pysandboxes._host.launch import LaunchRequest, run
+    from pysandboxes._host.launch import run
+    from pysandboxes._host.launchplan import LaunchRequest
     from pysandboxes._wire.spec import Program
     from pysandboxes.errors import ConfigSyntaxError, OSLayerUnavailable
     from python_sb.argv import Invocation

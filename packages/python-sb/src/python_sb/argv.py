@@ -13,7 +13,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from pysandboxes._host.launch import LaunchRequest
+    from pysandboxes._host.launchplan import LaunchRequest
 
 #: CPython options that take no value.
 FLAGS = frozenset("bBdEiIOqsSuvxPR")
@@ -64,7 +64,7 @@ class Invocation:
     def described(self) -> LaunchRequest:
         """The run this command line would start, for the commands that describe or judge
         it without starting it (``--show-layers``, ``--replay``, ``--explain``)."""
-        from pysandboxes._host.launch import LaunchRequest
+        from pysandboxes._host.launchplan import LaunchRequest
         from pysandboxes._wire.spec import Program
 
         kind = "repl" if self.kind == "interactive" else self.kind

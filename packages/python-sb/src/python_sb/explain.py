@@ -54,7 +54,7 @@ def explain(invocation: Invocation) -> int:
 
 def check(invocation: Invocation) -> int:
     """Lint the rules of the run ``invocation`` describes; warnings to stderr."""
-    from pysandboxes._host.launch import load_rules
+    from pysandboxes._host.launchplan import load_rules
     from pysandboxes._host.lint import lint
     from pysandboxes.errors import ConfigSyntaxError
 

@@ -21,7 +21,7 @@ SHOWN = 50
 
 def show(invocation: Invocation) -> int:
     """Judge the log again; print the changes; return the exit status."""
-    from pysandboxes._host.launch import load_rules
+    from pysandboxes._host.launchplan import load_rules
     from pysandboxes._host.replay import LogUnreadable, read_log, replay
     from pysandboxes.errors import ConfigSyntaxError
 

@@ -10,12 +10,12 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from pysandboxes._host.launch import LaunchRequest
+    from pysandboxes._host.launchplan import LaunchRequest
 
 
 def rule_lines(request: LaunchRequest) -> tuple[str, list[tuple[str, str]]]:
     """The rule file used and ``(place, rule)`` pairs, in the order they were read."""
-    from pysandboxes._host.launch import load_rules
+    from pysandboxes._host.launchplan import load_rules
 
     cwd = os.getcwd()
     policy, found = load_rules(request, cwd, os.environ)

@@ -17,7 +17,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from pysandboxes._host.launch import LaunchRequest
+    from pysandboxes._host.launchplan import LaunchRequest
     from pysandboxes._host.report import LayerReport
     from pysandboxes._policy.model import Origin, Policy
 
@@ -65,7 +65,7 @@ def explain(
         ValueError: ``resource`` is not one of the forms above.
     """
     from pysandboxes._api.report import layer_report
-    from pysandboxes._host.launch import load_rules
+    from pysandboxes._host.launchplan import load_rules
     from pysandboxes._host.replay import Judges, fix_for
     from pysandboxes._wire.decisions import Decision
 

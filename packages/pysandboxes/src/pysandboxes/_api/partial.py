@@ -174,7 +174,7 @@ class sandboxes:
     # -- the child -----------------------------------------------------------------------
 
     def _start(self) -> Child:
-        from pysandboxes._host.launch import LaunchRequest
+        from pysandboxes._host.launchplan import LaunchRequest
         from pysandboxes._host.partial import Child
         from pysandboxes._wire.spec import Program
 

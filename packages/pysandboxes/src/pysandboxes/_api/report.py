@@ -8,7 +8,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from pysandboxes._host.launch import LaunchRequest
+    from pysandboxes._host.launchplan import LaunchRequest
     from pysandboxes._host.report import LayerReport
 
 
@@ -19,7 +19,7 @@ def layer_report(request: LaunchRequest, cwd: str, env: Mapping[str, str]) -> La
         ConfigSyntaxError: the rules cannot be used.
         OSLayerUnavailable: the provider the rules ask for cannot run here.
     """
-    from pysandboxes._host.launch import learns_unasked, load_rules
+    from pysandboxes._host.launchplan import learns_unasked, load_rules
     from pysandboxes._host.report import LayerReport, build
     from pysandboxes._host.select import select
     from pysandboxes._kernel import landlock
@@ -57,7 +57,7 @@ def enforcement_report(
         ConfigSyntaxError: the rules cannot be used.
         OSLayerUnavailable: the provider the rules ask for cannot run here.
     """
-    from pysandboxes._host.launch import LaunchRequest
+    from pysandboxes._host.launchplan import LaunchRequest
     from pysandboxes._wire.spec import Program
 
     request = LaunchRequest(Program("repl"), config=rule_file, extra_rules=tuple(rules))

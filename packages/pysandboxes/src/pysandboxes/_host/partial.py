@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-    from pysandboxes._host.launch import LaunchRequest
+    from pysandboxes._host.launchplan import LaunchRequest
     from pysandboxes._host.learning.plan import LearnRun
     from pysandboxes._wire.spec import LaunchSpec
 
@@ -66,7 +66,8 @@ class Child:
         grace: float = 5.0,
         output: str = "auto",
     ) -> None:
-        from pysandboxes._host.launch import build_spec, spawn
+        from pysandboxes._host.launch import spawn
+        from pysandboxes._host.launchplan import build_spec
         from pysandboxes._record import replace
         from pysandboxes._wire.spec import ServeSpec
 

@@ -61,8 +61,9 @@ def main() -> None:
     """Entry point after ``exec``: ``argv`` is the child's pid, the temporary dir, the
     provider (how signals are relayed: ``RELAY``), the descriptor of the rules' snapshot
     (``-``: none, see ``_host.rulewatch``), the decision log (``-``: none, see
-    ``_host.auditlog``), the socket broker (``-``: none, see ``_host.unixbroker``), then
-    the plan of a learning run when there is one (see ``_host.learning.conclude``)."""
+    ``_host.auditlog``), the socket broker (``-``: none, see ``_host.unixbroker``), the
+    hand-over of the sandbox's pid 1 (``-``: none, see ``_kernel.handoff``), then the plan
+    of a learning run when there is one (see ``_host.learning.conclude``)."""
     pid, tempdir, provider, watch = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     audit, writer = None, None
     if sys.argv[5] != "-":  # the decision log (see _host.auditlog): read as it comes
@@ -78,12 +79,14 @@ def main() -> None:
 
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     snapshot = _read_all(int(watch)) if watch != "-" else b""
+    adopting = sys.argv[7]
     if sys.argv[6] != "-":  # AF_UNIX addresses, judged here (see _host.unixbroker)
         from pysandboxes._host.brokering import serve_argument
 
-        serve_argument(sys.argv[6], pid)
-    if len(sys.argv) < 8:
-        status = wait(pid, relay)
+        # With a hand-over, the process spawned leaves: the sandbox is below this one.
+        serve_argument(sys.argv[6], pid if adopting == "-" else os.getpid())
+    if len(sys.argv) < 9:
+        status = _wait(pid, relay, adopting)
         conclude_run(snapshot)
         if audit is not None and writer is not None:
             audit.conclude(writer)
@@ -91,9 +94,9 @@ def main() -> None:
     from pysandboxes._host.learning.conclude import Collector, conclude, show
     from pysandboxes._host.learning.plan import parse_plan
 
-    plan = parse_plan(sys.argv[7])
+    plan = parse_plan(sys.argv[8])
     collector = Collector(plan.fd)  # events are read as they come: a SIGKILL loses none
-    status = wait(pid, relay)
+    status = _wait(pid, relay, adopting)
     refusal = conclude_run(snapshot)
     for number in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, signal.SIG_DFL)  # writing the rules stays interruptible
@@ -102,6 +105,15 @@ def main() -> None:
     if summary is not None:
         show(summary, plan.renderer)
     _end(finish(status, tempdir))
+
+
+def _wait(pid: int, relay: str, adopting: str) -> int:
+    """The program's wait status, adopting the sandbox's pid 1 when handed over."""
+    if adopting == "-":
+        return wait(pid, relay)
+    from pysandboxes._kernel.handoff import parse, wait_adopting
+
+    return wait_adopting(pid, relay, parse(adopting))
 
 
 def _end(code: int) -> None:

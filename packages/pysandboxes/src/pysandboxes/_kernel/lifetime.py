@@ -7,20 +7,23 @@ race that. So the sandboxed interpreter runs below a pid 1 that ends with it, se
 costs the program few copied pages):
 
 - under ``landlock`` and ``subprocess``, the interpreter makes the namespace itself (with
-  a user namespace when not root) and forks its pid 1, which forks the program: three
-  processes, ``outside`` (the trusted side's child, in the host's pid namespace), ``init``
-  (pid 1) and the program (pid 2). Pid 1 also mounts a ``/proc`` of the namespace (in a
-  mount namespace of its own, where the host allows it): the host's would show another
-  process at the program's pid;
+  a user namespace when not root) and forks its pid 1, which forks the program. In
+  complete mode the interpreter then exits, and pid 1 is handed to the trusted side's
+  waiter (``handoff``): two processes in the sandbox, ``init`` (pid 1) and the program
+  (pid 2). In partial mode, whose caller cannot adopt it, the interpreter stays as
+  ``outside`` (in the host's pid namespace) and relays. Pid 1 also mounts a ``/proc`` of
+  the namespace (in a mount namespace of its own, where the host allows it): the host's
+  would show another process at the program's pid;
 - under ``unshare``, the interpreter is pid 1 already, and forks the program;
 - under ``bwrap``, bwrap's own init is pid 1 and exits with the program.
 
 Pid 1 ignores every signal it has no handler for, ``SIGTERM`` included, which is why the
-program never is pid 1. ``outside`` and ``init`` relay the signals the trusted side
-forwards, and end as the program ended: ``outside`` dies by the program's signal (pid 1
-cannot, so ``init`` tells it through a pipe), which the trusted side's waiter reports.
-Each dies with its parent (``PR_SET_PDEATHSIG``): python-sb killed, the namespace goes too;
-each gives up its capabilities and lets no process write its memory. The trusted side's
+program never is pid 1. ``init`` (and ``outside``) relay the signals the trusted side
+forwards, and end as the program ended: pid 1 cannot die by the program's signal, so
+``init`` writes the program's wait status to the waiter (or to ``outside``, which dies by
+it), which reports it. Each dies with its parent (``PR_SET_PDEATHSIG``, armed in pid 1
+once the waiter adopted it): python-sb killed, the namespace goes too; each gives up its
+capabilities and lets no process write its memory. The trusted side's
 waiter still sweeps its own descendants and checks that none is left (``_host.waiter``):
 the namespace is what makes that sweep certain, not what replaces it.
 """
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import os
 
+from pysandboxes._kernel import handoff as _handoff
 from pysandboxes._kernel.relay import WATCHED, wait
 
 TYPE_CHECKING = False
@@ -60,16 +64,21 @@ def begin(provider: str, kept: str = "") -> None:
     then all there is) and says why in ``refused``.
 
     First of all, every descriptor but the standard streams and those ``kept`` lists
-    (comma-separated: the ones the spec names) is closed: see ``close_inherited``."""
+    (comma-separated: the ones the spec names) is closed: see ``close_inherited``.
+    ``provider`` may end in ``:detached`` (partial mode) or ``:handoff=R,W`` (complete
+    mode: the descriptors of ``handoff``)."""
     close_inherited(kept)
     provider, _, how = provider.partition(":")
+    ends = None
     if how == "detached":  # partial mode: its caller's lifeline ends it (see _host.partial);
         # the death signal would fire when the *thread* that started it ends, not the caller
         _parent_bound.clear()
+    elif how.startswith("handoff="):
+        ends = _handoff.parse(how.removeprefix("handoff="))
     if provider == "unshare" and os.getpid() == 1:
         _init(None, drop=_drop_unshare)
     elif provider in ("landlock", "subprocess"):
-        drop = _separate()
+        drop = _separate(ends)
         if provider == "subprocess":
             # No kernel layer follows to drop what the user namespace gave, nor to take
             # the mechanism's ctypes out of the program's reach.
@@ -102,9 +111,10 @@ def close_inherited(kept: str) -> None:
                 continue  # the listing's own descriptor, closed already
 
 
-def _separate() -> Callable[[], None] | None:
+def _separate(ends: tuple[int, int] | None) -> Callable[[], None] | None:
     """Make the namespace and the processes in front of the program; return, in the
-    program, how to drop the capabilities a user namespace gave (``None``: none)."""
+    program, how to drop the capabilities a user namespace gave (``None``: none).
+    ``ends``: the sandbox's ends of the hand-over to the waiter (complete mode)."""
     from pysandboxes._kernel import namespaces
 
     proc = True
@@ -115,20 +125,28 @@ def _separate() -> Callable[[], None] | None:
             userns, proc = namespaces.enter(_CLONE_NEWPID), False
         except OSError as again:
             refused.append(again.strerror or str(again))
+            for fd in ends or ():  # the waiter reads nothing: this process is the program
+                os.close(fd)
             return None
-    _outside(proc=proc)
+    _outside(proc=proc, ends=ends)
     return namespaces.drop_capabilities if userns else None
 
 
-def _outside(*, proc: bool) -> None:
-    """Fork pid 1 of the new namespace; relay to it and end as the program did."""
+def _outside(*, proc: bool, ends: tuple[int, int] | None) -> None:
+    """Fork pid 1 of the new namespace; then hand it to the waiter and leave (``ends``:
+    see ``handoff``), or relay to it and end as the program did."""
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
-    reader, writer = os.pipe()
+    # The status goes up through ``writer``; with a hand-over, ``reader`` is the lifeline.
+    writer, reader = ends if ends is not None else os.pipe()[::-1]
     _prctl(_PR_SET_DUMPABLE, 0)  # before any process of the namespace exists
     pid = os.fork()
     if pid == 0:
-        os.close(reader)
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # outside gone: the whole namespace goes
+        lifeline = None
+        if ends is None:
+            os.close(reader)
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # outside gone: the namespace goes
+        else:
+            lifeline = reader  # armed once adopted: this process's end would fire it now
         if proc:
             from pysandboxes._kernel import mounts
 
@@ -137,8 +155,10 @@ def _outside(*, proc: bool) -> None:
                 mounts.mount_proc()
             except OSError:
                 pass  # the host's /proc stays: only what it shows is off
-        _init(writer, previous, drop=_drop)
+        _init(writer, previous, drop=_drop, lifeline=lifeline)
         return
+    if ends is not None:
+        _handoff.report_pid_one(writer, pid)  # and exits
     os.close(writer)
     _drop()
     _guard_self()
@@ -154,25 +174,40 @@ def _init(
     previous: Iterable[int] | None = None,
     *,
     drop: Callable[[], None] | None = None,
+    lifeline: int | None = None,
 ) -> None:
     """As pid 1: fork the program, relay to it, reap orphans, exit as it did (the raw
-    status goes to ``status_fd`` for the process outside). Returns in the program."""
+    status goes to ``status_fd``, for the waiter or the process outside). ``lifeline``:
+    the waiter's, when it adopts this process (see ``handoff``). Returns in the program."""
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, WATCHED)
     previous = blocked if previous is None else previous
     _prctl(_PR_SET_DUMPABLE, 1)  # the program's own (the processes in front are not)
     pid = os.fork()
     if pid == 0:
-        if status_fd is not None:
-            os.close(status_fd)
+        for fd in (status_fd, lifeline):
+            if fd is not None:
+                os.close(fd)
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         return
     if drop is not None:
         drop()
     _guard_self()
+    # The program starts meanwhile; nothing of it runs past its walls before they are up,
+    # and none of it outlives this process, which ends if the waiter has.
+    if lifeline is not None and not _adopted(lifeline):
+        os._exit(1)
     status = wait(pid, reap_others=True)
     if status_fd is not None:
-        os.write(status_fd, status.to_bytes(4, "little", signed=True))
+        _handoff.report_status(status_fd, status)
     os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+
+
+def _adopted(lifeline: int) -> bool:
+    """Wait for the waiter to adopt this pid 1, then die with it (see ``handoff``)."""
+    if not _handoff.await_adoption(lifeline):
+        return False
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    return _handoff.waiter_alive(lifeline)
 
 
 def _guard_self() -> None:
