@@ -17,6 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pysandboxes._kernel.handoff import _plausible  # pyright: ignore[reportPrivateUsage]
 
 WAITS = "import os\nos.read(0, 1)\n"  # a program that waits on its standard input
 
@@ -109,3 +113,13 @@ def test_killing_python_sb_ends_the_sandbox_within_a_second(
     while time.monotonic() < deadline and any(running(pid) for pid in chain[1:]):
         time.sleep(0.02)
     assert not [pid for pid in chain[1:] if running(pid)], "the sandbox outlived python-sb"
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.integers(-(2**31), 2**31 - 1))
+def test_no_status_pid_one_reports_can_end_the_waiter_before_its_clean_up(status: int) -> None:
+    # Pid 1 writes the program's wait status to the waiter, which ends by it: a number no
+    # process can end with would raise there, before the temporary directory is removed.
+    if _plausible(status):
+        code = os.waitstatus_to_exitcode(status)
+        assert -65 < code < 256

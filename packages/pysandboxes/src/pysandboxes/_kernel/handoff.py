@@ -62,7 +62,7 @@ def wait_adopting(pid: int, relay: str, ends: tuple[int, int]) -> int:
     status = wait(pid_one, relay)
     reported = _read_number(report)
     os.close(report)
-    return status if reported is None else reported
+    return reported if reported is not None and _plausible(reported) else status
 
 
 def report_pid_one(report: int, pid_one: int) -> None:
@@ -96,6 +96,14 @@ def waiter_alive(lifeline: int) -> bool:
 def report_status(report: int, status: int) -> None:
     """In pid 1, as the program ended: its raw wait status, for the waiter."""
     os.write(report, status.to_bytes(4, "little", signed=True))
+
+
+def _plausible(status: int) -> bool:
+    """Whether ``status`` is a wait status a process can end with: the waiter ends by it
+    (``finish``), and a number it cannot read would end it before its clean-up."""
+    if not 0 <= status < 1 << 16:
+        return False
+    return os.WIFEXITED(status) or (os.WIFSIGNALED(status) and 0 < os.WTERMSIG(status) < 65)
 
 
 def _read_number(fd: int) -> int | None:
