@@ -40,14 +40,15 @@ def needs_broker(spec: LaunchSpec) -> bool:
     """Whether the run's native code may make AF_UNIX sockets, whose addresses Landlock
     cannot judge: under ``landlock`` and ``unshare`` (``bwrap`` shows only exposed
     socket files), not while learning (the kernel layer is relaxed then)."""
-    from pysandboxes._kernel import seccomp, unixbroker
-    from pysandboxes._policy.confinement import may_use_unix_sockets
-
     if spec.provider not in ("landlock", "unshare") or spec.learning is not None:
         return False
-    if seccomp.unavailable_reason() or unixbroker.unavailable_reason():
-        return False
-    return may_use_unix_sockets(spec.policy)
+    from pysandboxes._policy.confinement import may_use_unix_sockets
+
+    if not may_use_unix_sockets(spec.policy):
+        return False  # the common case: the mechanism's modules are not even loaded
+    from pysandboxes._kernel import seccomp, unixbroker
+
+    return not (seccomp.unavailable_reason() or unixbroker.unavailable_reason())
 
 
 def start_broker(spec: LaunchSpec) -> tuple[LaunchSpec, BrokerRun | None]:

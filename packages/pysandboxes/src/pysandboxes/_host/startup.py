@@ -240,6 +240,8 @@ def refuse_replaceable_rule_links(policy: Policy) -> None:
     Raises:
         ConfigRefusedError: naming each such link and the rule that makes it writable.
     """
+    if not any(rule.writable and rule.is_dir for rule in policy.expose):
+        return  # no link can lie in a read-write exposure (the common case: no import)
     from pysandboxes._policy.confinement import replaceable_links
     from pysandboxes._policy.lines import display_name
 
