@@ -315,6 +315,12 @@ def main(
             _runner.report(exc)
     if program.kind == "module" or (program.kind == "script" and code is None):
         _runner.load_runpy()
+    if sys.version_info >= (3, 13):
+        # 3.13 reads its frozen modules with marshal.loads, which the guards would charge
+        # to the program: the two frozen ones the start-up loads no other way load now.
+        import importlib.util  # noqa: F401  # pyright: ignore[reportUnusedImport]
+
+        _runner.load_runpy()
     # Before prepare() puts the program's directory first on sys.path: that directory is
     # the program's, not the interpreter's, and needs a rule like any other.
     roots = interpreter_roots()

@@ -44,7 +44,8 @@ def load_runpy() -> None:
     """Load ``runpy`` for ``run``, before the guards (see ``_runpy``)."""
     import runpy
 
-    _runpy.append(runpy)
+    if not _runpy:
+        _runpy.append(runpy)
 
 
 _REFUSALS = (
