@@ -1,7 +1,8 @@
 """Partial mode, the trusted side: waiting for one call, its output, its end.
 
-The calling thread (or task) waits for its call's items, writes its output where a
-local call's would go, and decodes the reply itself. A call past its timeout, or whose
+The calling thread (or task) waits for its call's items (a thread reads them itself
+when nobody else reads: ``leading``), writes its output where a local call's would go,
+and decodes the reply itself. A call past its timeout, or whose
 waiting task is cancelled (or whose thread gets ^C), is cancelled in the child
 (``Child.cancel``): the caller gets ``SandboxTimeout`` (or its ``CancelledError``)
 at once, and the child is replaced if the call cannot be stopped there.
@@ -9,9 +10,9 @@ at once, and the child is replaced if the call cannot be stopped there.
 
 from __future__ import annotations
 
-import queue
 import time
 
+from pysandboxes._host.leading import SyncWaiter
 from pysandboxes._host.output import Output
 from pysandboxes._host.partial import CRASHED, FINAL, TOO_LARGE
 from pysandboxes._wire import frames
@@ -54,32 +55,39 @@ def wait(
     ``decode`` gets the result's bytes and the call. Returns ``(True, result)``, or
     ``(False, exception)`` for the caller to raise (so that its traceback goes from the
     caller's line to the remote frames)."""
-    items: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
-    call_id = child.send_call(kind, call, items)
-    output = Output(lambda taken: child.credit(call_id, taken), where=child.output)
+    waiter = SyncWaiter()
+    call_id = child.send_call(kind, call, waiter)
+    output: Output | None = None  # made for the first output: most calls write none
     deadline = None if timeout is None else time.monotonic() + timeout.seconds
+    next_item = child.leadership.next_item
     try:
         while True:
-            if deadline is None:
-                item_kind, data = items.get()
-            else:
-                item_kind, data = items.get(timeout=max(0.0, deadline - time.monotonic()))
-            if item_kind in (frames.STDOUT, frames.STDERR):
-                output.write(item_kind, data)
-            elif item_kind in FINAL:
-                output.flush()
+            item_kind, data = next_item(waiter, deadline)
+            if item_kind in FINAL:
+                if output is not None:
+                    output.flush()
                 return outcome(item_kind, data, lambda raw: decode(raw, call), child.spec.policy)
-    except queue.Empty:
+            if item_kind in (frames.STDOUT, frames.STDERR):
+                if output is None:
+                    output = _output(child, call_id)
+                output.write(item_kind, data)
+    except TimeoutError:
         assert timeout is not None
-        output.flush()
+        if output is not None:
+            output.flush()
         # A sync function runs in a thread of the child, which nothing can interrupt:
         # the next call must not wait behind it, so the child is replaced at once.
         child.cancel(call_id, stuck=True)
         return False, timeout.error(f"{call[0]}.{call[1]}")
     except BaseException:  # ^C while waiting: the call is stopped, not left running
         child.cancel(call_id, stuck=True)
-        output.flush()
+        if output is not None:
+            output.flush()
         raise
+
+
+def _output(child: Child, call_id: int) -> Output:
+    return Output(lambda taken: child.credit(call_id, taken), where=child.output)
 
 
 async def await_call(

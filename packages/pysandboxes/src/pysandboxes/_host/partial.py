@@ -5,8 +5,9 @@ would, but its program is the call server (``_inside.server``) and it is linked 
 process by a socket pair made here: no port, no token, nothing another process can
 reach. It runs in a process group of its own, tied to this process by a lifeline
 (``lifeline``): when this process ends, however, the kernel kills the group. One thread
-reads the child's frames and hands each to the call waiting for it (``calls``); what
-the child sends is decoded by ``_wire.codec`` alone, as values.
+at a time reads the child's frames and hands each to the call waiting for it: a waiting
+caller, or a thread of this module's (``leading``); what the child sends is decoded by
+``_wire.codec`` alone, as values.
 
 At most once: a call is sent once. If the child ends, every call in flight fails with
 ``SandboxCrashed`` (how it ended, and the last lines it wrote on its standard error)
@@ -26,6 +27,7 @@ import threading
 
 from pysandboxes._host.auditlog import start_audit
 from pysandboxes._host.brokering import start_broker
+from pysandboxes._host.leading import Leadership, SyncWaiter
 from pysandboxes._host.lifeline import Lifeline, Tail, kill_group, reap
 from pysandboxes._host.output import Untagged
 from pysandboxes._wire import frames
@@ -169,8 +171,16 @@ class Child:
         self._last_words = threading.Thread(target=self._read_errors, args=(errors_read,))
         self._last_words.daemon = True
         self._last_words.start()
-        self._reader = threading.Thread(target=self._read, name="pysandboxes-reader", daemon=True)
-        self._reader.start()
+        reader = frames.Reader(self.sock)
+        self.leadership = Leadership(
+            lambda ready: reader.receive(self.result_limit, ready),
+            reader.buffered,
+            self.sock.fileno(),
+            self._route,
+            self._ended_reading,
+            self._passive,
+            self._interrupted,
+        )
         if not self._ready.wait(_START_TIMEOUT) or self.ended is not None:
             self.close(0.0)
             said = "\n".join(self.tail.lines())
@@ -196,39 +206,48 @@ class Child:
             while chunk := pipe.read1(4096):
                 self.tail.add(chunk)
 
-    def _read(self) -> None:
-        reader = frames.Reader(self.sock)
-        try:
-            while True:
-                frame = reader.receive(self.result_limit)
-                if frame is None:
-                    break
-                kind, call_id, payload = frame
-                if kind not in frames.FROM_CHILD:
-                    break  # a broken protocol: the child is not trusted further
-                if payload is None:
-                    kind, payload = TOO_LARGE, bytearray()
-                if kind == frames.STDERR:
-                    self.tail.add(payload)
-                if call_id == 0:
-                    if kind == frames.READY:
-                        self._ready.set()
-                    elif kind in (frames.STDOUT, frames.STDERR):
-                        self._untagged.put(payload)
-                    continue
-                waiter = self._waiters.get(call_id)
-                if waiter is None:
-                    if kind in (frames.STDOUT, frames.STDERR):
-                        self.credit(call_id, len(payload))  # nobody takes it: not held
-                    continue  # output of a call nobody waits for any more
-                if kind in FINAL:
-                    self._forget(call_id)
-                waiter.put((kind, payload))
-        except OSError as exc:
-            self.tail.add(f"\n{exc}\n".encode())
-        reader.close()
+    def _route(self, frame: tuple[int, int, bytearray | None]) -> bool:
+        """Hand a frame to the call it belongs to (``False``: the protocol is broken)."""
+        kind, call_id, payload = frame
+        if kind not in frames.FROM_CHILD:
+            return False  # a broken protocol: the child is not trusted further
+        if payload is None:
+            kind, payload = TOO_LARGE, bytearray()
+        if kind == frames.STDERR:
+            self.tail.add(payload)
+        if call_id == 0:
+            if kind == frames.READY:
+                self._ready.set()
+            elif kind in (frames.STDOUT, frames.STDERR):
+                self._untagged.put(payload)
+            return True
+        waiter = self._waiters.get(call_id)
+        if waiter is None:
+            if kind in (frames.STDOUT, frames.STDERR):
+                self.credit(call_id, len(payload))  # nobody takes it: not held
+            return True  # output of a call nobody waits for any more
+        if kind in FINAL:
+            self._forget(call_id)
+        self.leadership.put(waiter, (kind, payload))
+        return True
+
+    def _ended_reading(self) -> None:
         self._untagged.close()
         self._end()
+
+    def _passive(self) -> bool:
+        """Whether a call waits that does not read for itself (async, cancelled)."""
+        return any(type(w) is not SyncWaiter for w in list(self._waiters.values()))
+
+    def _interrupted(self) -> None:
+        """The thread reading was stopped mid-frame (see ``_host.leading``)."""
+        with self._close_lock:
+            if self.retiring is None:
+                self.retiring = "the thread reading its replies was interrupted"
+            if self._closing is None:
+                self._closing = "stopped: the thread reading its replies was interrupted"
+        kill_group(self.pid)
+        self.leadership.close()
 
     def _forget(self, call_id: int) -> None:
         with self._changed:
@@ -254,7 +273,7 @@ class Child:
             waiters, self._waiters = self._waiters, {}
             self._changed.notify_all()
         for waiter in waiters.values():
-            waiter.put((CRASHED, crashed))
+            self.leadership.put(waiter, (CRASHED, crashed))
 
     # -- calling -------------------------------------------------------------------------
 
@@ -263,6 +282,7 @@ class Child:
         payload = pickle.dumps(call, protocol=5)
         call_id = next(self._ids)
         self._waiters[call_id] = waiter
+        self.leadership.activity += 1
         if self.ended is not None:
             self._forget(call_id)
             raise self.ended
@@ -271,8 +291,11 @@ class Child:
                 frames.send(self.sock, kind, call_id, payload)
         except OSError:
             self._forget(call_id)
+            self.leadership.close()  # the end is read, the child reaped
             self._reaped.wait(5.0)
             raise self.ended or SandboxCrashed("the sandboxed process ended") from None
+        if type(waiter) is not SyncWaiter:
+            self.leadership.wake_background()  # it cannot read for itself
         return call_id
 
     def credit(self, call_id: int, taken: int) -> None:
@@ -298,6 +321,7 @@ class Child:
                 frames.send(self.sock, frames.CANCEL, call_id)  # it may not have started
         except OSError:
             return  # the child is gone: nothing runs any more
+        self.leadership.wake_background()  # the watch's items are read
         if stuck:
             self.retire(f"call {call_id} could not be stopped")
         else:
@@ -342,6 +366,7 @@ class Child:
             self.sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass
+        self.leadership.close()  # the end is read, the child reaped
         if not self._reaped.wait(2.0):
             kill_group(self.pid)
             self._reaped.wait(5.0)

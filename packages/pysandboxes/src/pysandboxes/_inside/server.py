@@ -21,6 +21,7 @@ side replaces this process.
 
 from __future__ import annotations
 
+import collections
 import importlib
 import os
 import queue
@@ -79,16 +80,19 @@ class Server:
         self._credit = threading.Condition()
         self._gone = False
         self.pump = DescriptorPump(self.send_output)
-        self.work: queue.SimpleQueue[tuple[int, int, bytearray] | None] = queue.SimpleQueue()
+        self.workers = serving.workers
+        self._reader = frames.Reader(self.sock)
+        self._reading = threading.Lock()
+        #: Calls read while every worker was busy, and the workers running calls.
+        self._waiting: collections.deque[tuple[int, int, bytearray]] = collections.deque()
+        self._running = 0
+        self._gone_event = threading.Event()
         #: Calls not answered yet: "queued", "sync" (running on a worker), or the task.
         self.calls: dict[int, object] = {}
         self._calls_lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._loop_ready = threading.Event()
         self._loop_wanted: queue.SimpleQueue[bool] = queue.SimpleQueue()
-        for number in range(serving.workers):
-            name = f"pysandboxes-worker-{number}"
-            threading.Thread(target=self._work, name=name, daemon=True).start()
         threading.Thread(target=self._run_loop, name="pysandboxes-loop", daemon=True).start()
         self.pump.start()
         self.streams = (
@@ -96,6 +100,9 @@ class Server:
             CallStream(frames.STDERR, self.send_output, 2),
         )
         sys.stdout, sys.stderr = self.streams  # type: ignore[assignment]
+        for number in range(self.workers + 1):  # one more: there is always a reader
+            name = f"pysandboxes-worker-{number}"
+            threading.Thread(target=self._member, name=name, daemon=True).start()
 
     def send(self, kind: int, call_id: int, payload: bytes = b"") -> None:
         with self._send_lock:
@@ -126,31 +133,75 @@ class Server:
             self._credit.notify_all()
 
     def serve(self) -> None:
-        """Read calls until the trusted side closes the connection, then return (and
+        """Serve calls until the trusted side closes the connection, then return (and
         end the process shortly after, whatever the calls still running do)."""
         self.send(frames.READY, 0)
-        reader = frames.Reader(self.sock)
+        self._gone_event.wait()
+
+    def _member(self) -> None:
+        """A worker: it runs a call waiting for a free worker, or reads the connection
+        while no other worker does, and runs the call it reads itself (its reply goes
+        from this thread: no other thread is woken to run or answer it)."""
         while True:
-            try:
-                frame = reader.receive(_LIMIT)
-            except OSError:
-                frame = None
-            if frame is None:
-                break
-            kind, call_id, payload = frame
-            if kind == frames.CREDIT and payload is not None:
-                self._credited(call_id, payload)
-            elif kind == frames.CANCEL:
-                self._cancel(call_id)
-            elif payload is not None and kind in (frames.CALL, frames.INIT):
-                with self._calls_lock:
-                    self.calls[call_id] = _QUEUED
-                self.work.put((kind, call_id, payload))
+            item = self._next_call()
+            if item is None:
+                return
+            kind, call_id, payload = item
+            with self._calls_lock:
+                cancelled = self.calls.get(call_id, _QUEUED) is None
+                self.calls[call_id] = _SYNC
+            if cancelled:
+                self._raised(call_id, _cancelled())
+            else:
+                self.pump.running.add(call_id)
+                token = current_call.set(call_id)
+                try:
+                    self._call(kind, call_id, payload)
+                finally:
+                    current_call.reset(token)
+            with self._calls_lock:
+                self._running -= 1
+
+    def _next_call(self) -> tuple[int, int, bytearray] | None:
+        """A call to run: one that waited for a free worker, else the next one read."""
+        with self._calls_lock:
+            if self._waiting and self._running < self.workers:
+                self._running += 1
+                return self._waiting.popleft()
+        with self._reading:  # the other free workers wait here: one reads at a time
+            while not self._gone:
+                try:
+                    frame = self._reader.receive(_LIMIT)
+                except OSError:
+                    frame = None
+                if frame is None:
+                    self._end()
+                    break
+                kind, call_id, payload = frame
+                if kind == frames.CREDIT and payload is not None:
+                    self._credited(call_id, payload)
+                elif kind == frames.CANCEL:
+                    self._cancel(call_id)
+                elif payload is not None and kind in (frames.CALL, frames.INIT):
+                    item = (kind, call_id, payload)
+                    with self._calls_lock:
+                        self.calls[call_id] = _QUEUED
+                        if self._running < self.workers and not self._waiting:
+                            self._running += 1
+                            return item
+                        self._waiting.append(item)  # every worker is busy: it waits
+                        if self._running < self.workers:  # one ended while this was read
+                            self._running += 1
+                            return self._waiting.popleft()
+        return None
+
+    def _end(self) -> None:
         # The trusted side is gone (closed, or killed): a call stuck in a loop must not
         # keep this process alive. The daemon timer ends it if the exit does not.
         with self._credit:
             self._gone = True
             self._credit.notify_all()
+        self._gone_event.set()
         timer = threading.Timer(_EXIT_GRACE, os._exit, (0,))
         timer.daemon = True
         timer.start()
@@ -167,25 +218,6 @@ class Server:
             self.send(frames.STUCK, call_id)  # a thread cannot be interrupted
         elif cancel is not None and self.loop is not None:
             self.loop.call_soon_threadsafe(cancel)
-
-    def _work(self) -> None:
-        while True:
-            item = self.work.get()
-            if item is None:
-                return
-            kind, call_id, payload = item
-            with self._calls_lock:
-                cancelled = self.calls.get(call_id, _QUEUED) is None
-                self.calls[call_id] = _SYNC
-            if cancelled:
-                self._raised(call_id, _cancelled())
-                continue
-            self.pump.running.add(call_id)
-            token = current_call.set(call_id)
-            try:
-                self._call(kind, call_id, payload)
-            finally:
-                current_call.reset(token)
 
     def _call(self, kind: int, call_id: int, payload: bytearray) -> None:
         try:
@@ -206,8 +238,9 @@ class Server:
             stream.end(call_id)
         self.pump.drain()
         self.pump.running.discard(call_id)
-        with self._credit:
-            self._unacked.pop(call_id, None)  # its output is all sent
+        if call_id in self._unacked:  # it wrote: its output is all sent now
+            with self._credit:
+                self._unacked.pop(call_id, None)
         with self._calls_lock:
             self.calls.pop(call_id, None)
 

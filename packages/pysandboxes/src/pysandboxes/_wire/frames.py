@@ -13,8 +13,8 @@ import struct
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import io
     import socket
+    from collections.abc import Callable
 
 HEADER = struct.Struct("<IQB")
 
@@ -58,36 +58,88 @@ def send(sock: socket.socket, kind: int, call_id: int, payload: bytes = b"") -> 
 
 
 class Reader:
-    """The frames of one connection, read through a buffer: a frame that fits in it
-    takes one ``recv``, header and payload together (the same for frames sent in a row)."""
+    """The frames of one connection, read through a buffer of its own: a frame that fits
+    in it takes one ``recv``, header and payload together (and the frames sent in a row
+    come with it); a larger payload is read straight into its own buffer, never copied.
 
-    def __init__(self, sock: socket.socket) -> None:
-        self._file: io.BufferedReader = sock.makefile("rb", buffering=1 << 16)  # type: ignore[assignment]
+    Its state is kept between calls, so a frame left half read (a signal raised out of
+    ``recv`` in the thread reading) is finished by the next reader: who reads may change
+    from one frame to the next (``_host.leading``)."""
 
-    def receive(self, limit: int) -> tuple[int, int, bytearray | None] | None:
+    def __init__(self, sock: socket.socket, size: int = 1 << 16) -> None:
+        self._sock = sock
+        self._buffer = bytearray(size)
+        self._view = memoryview(self._buffer)
+        self._start = 0
+        self._end = 0
+        #: A large frame being read: kind, call id, its payload (None: dropped), bytes
+        #: still to come.
+        self._large: tuple[int, int, bytearray | None, int] | None = None
+
+    def buffered(self) -> bool:
+        """Whether bytes wait in the buffer (the next frame may need no ``recv``)."""
+        return self._end > self._start or self._large is not None
+
+    def receive(
+        self, limit: int, ready: Callable[[], bool] | None = None
+    ) -> tuple[int, int, bytearray | None] | None:
         """The next frame as ``(kind, call_id, payload)``, or ``None`` at the end of the
         connection. A payload over ``limit`` bytes is read and dropped: it comes as
-        ``None`` (its call fails, the connection goes on).
+        ``None`` (its call fails, the connection goes on). ``ready``, if given, is asked
+        before each ``recv`` whether data comes in time.
 
         Raises:
             OSError: the connection failed.
+            TimeoutError: ``ready`` said no (the frame is finished by the next call).
         """
-        read = self._file.read
-        header = read(HEADER.size)
-        if len(header) < HEADER.size:
-            return None
-        size, call_id, kind = HEADER.unpack(header)
-        if size > limit:
-            while size > 0:  # dropped as it comes: never held whole
-                chunk = read(min(size, 1 << 20))
-                if not chunk:
-                    return None
-                size -= len(chunk)
-            return kind, call_id, None
-        payload = bytearray(size)
-        if size and self._file.readinto(payload) < size:
-            return None
+        header = HEADER.size
+        while self._large is None:
+            held = self._end - self._start
+            if held >= header:
+                size, call_id, kind = HEADER.unpack_from(self._buffer, self._start)
+                begin = self._start + header
+                if held - header >= size:
+                    self._start = begin + size
+                    if size > limit:
+                        return kind, call_id, None
+                    return kind, call_id, self._buffer[begin : begin + size]
+                if header + size > len(self._buffer):  # it cannot fit: read apart
+                    have = held - header
+                    payload = bytearray(size) if size <= limit else None
+                    if payload is not None:
+                        payload[:have] = self._view[begin : begin + have]
+                    self._start = self._end = 0
+                    self._large = (kind, call_id, payload, size - have)
+                    break
+            if self._start:  # what is held moves to the front, the rest is free
+                self._buffer[:held] = self._view[self._start : self._end]
+                self._start, self._end = 0, held
+            if ready is not None and not ready():
+                raise TimeoutError
+            got = self._sock.recv_into(self._view[self._end :])
+            if not got:
+                return None
+            self._end += got
+        return self._rest(ready)
+
+    def _rest(self, ready: Callable[[], bool] | None) -> tuple[int, int, bytearray | None] | None:
+        assert self._large is not None
+        kind, call_id, payload, left = self._large
+        while left:
+            if ready is not None and not ready():
+                raise TimeoutError
+            if payload is None:  # dropped as it comes: never held whole
+                got = self._sock.recv_into(self._view, min(left, len(self._buffer)))
+            else:
+                got = self._sock.recv_into(memoryview(payload)[len(payload) - left :])
+            if not got:
+                return None
+            left -= got
+            self._large = (kind, call_id, payload, left)
+        self._large = None
         return kind, call_id, payload
 
     def close(self) -> None:
-        self._file.close()
+        """Forget what is held (the connection ended)."""
+        self._start = self._end = 0
+        self._large = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import builtins
 import pickle
+import sys
 
 from pysandboxes._wire.values import CONTAINERS, SCALARS, VALUE_CLASSES
 
@@ -38,7 +39,7 @@ def encode_result(value: object, *, objects: bool = False) -> bytes:
     Raises:
         TypeError: an object that cannot cross as data, or refers to itself.
     """
-    if _unregistered:
+    if _unregistered and not _unregistered.keys().isdisjoint(sys.modules):
         _register_value_reducers()
     if not objects:
         return pickle.dumps(value, protocol=5)
@@ -85,7 +86,6 @@ def _register_value_reducers() -> None:
     """Once ``uuid`` or ``zoneinfo`` is loaded (no instance exists before), pickle their
     instances by value: ``UUID(None, None, None, None, int)``, ``ZoneInfo(key)``."""
     import copyreg
-    import sys
 
     for module, name in list(_unregistered.items()):
         loaded = sys.modules.get(module)
