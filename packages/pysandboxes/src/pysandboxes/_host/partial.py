@@ -279,7 +279,12 @@ class Child:
 
     def send_call(self, kind: int, call: tuple[Any, ...], waiter: Any) -> int:
         """Send a call once; its items go to ``waiter``. Returns its id."""
-        payload = pickle.dumps(call, protocol=5)
+        payload: bytes | frames.Parts
+        if frames.holds_large(call[2]) or (call[3] and frames.holds_large(call[3].values())):
+            payload = frames.Parts()  # a large argument is sent as it is, never copied
+            pickle.Pickler(payload, protocol=5).dump(call)
+        else:
+            payload = pickle.dumps(call, protocol=5)
         call_id = next(self._ids)
         self._waiters[call_id] = waiter
         self.leadership.activity += 1

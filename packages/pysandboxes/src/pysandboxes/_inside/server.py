@@ -104,7 +104,7 @@ class Server:
             name = f"pysandboxes-worker-{number}"
             threading.Thread(target=self._member, name=name, daemon=True).start()
 
-    def send(self, kind: int, call_id: int, payload: bytes = b"") -> None:
+    def send(self, kind: int, call_id: int, payload: bytes | frames.Parts = b"") -> None:
         with self._send_lock:
             frames.send(self.sock, kind, call_id, payload)
 
@@ -246,7 +246,11 @@ class Server:
 
     def _reply(self, kind: int, call_id: int, outcome: object) -> None:
         try:
-            payload = b"" if kind == frames.INIT else encode_result(outcome, objects=self.objects)
+            payload = (
+                b""
+                if kind == frames.INIT
+                else encode_result(outcome, objects=self.objects, parts=True)
+            )
         except BaseException as exc:
             self._raised(call_id, TypeError(f"the result cannot be sent to the caller: {exc}"))
             return

@@ -14,7 +14,8 @@ import struct
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
+    from typing import Any
 
 HEADER = struct.Struct("<IQB")
 
@@ -47,14 +48,50 @@ def pack(kind: int, call_id: int, payload: bytes | bytearray | memoryview = b"")
     return HEADER.pack(len(payload), call_id, kind) + bytes(payload)
 
 
-def send(sock: socket.socket, kind: int, call_id: int, payload: bytes = b"") -> None:
-    """Send one frame (the caller holds the connection's send lock)."""
-    header = HEADER.pack(len(payload), call_id, kind)
-    if len(payload) < 65536:
-        sock.sendall(header + payload)
-    else:  # a large payload is not copied once more to prepend 13 bytes
-        sock.sendall(header)
-        sock.sendall(payload)
+#: A part of a payload this large is sent as it is, never copied into a larger buffer.
+LARGE = 1 << 16
+#: Types of values large enough to be pickled in parts (``Parts``).
+BLOBS = (bytes, bytearray, str)
+
+
+class Parts(list["Any"]):
+    """A payload in parts, as a pickler writes them to this list as to a file: a large
+    bytes-like value comes as a part of its own (the very object, not a copy), so a
+    16 MiB value is never copied into the pickle's buffer, nor that into the frame's."""
+
+    def write(self, part: Any) -> None:
+        self.append(part)
+
+
+def holds_large(values: Iterable[object]) -> bool:
+    """Whether a value among ``values`` is worth pickling in parts."""
+    return any(type(v) in BLOBS and len(v) >= LARGE for v in values)  # type: ignore[arg-type]
+
+
+def send(
+    sock: socket.socket, kind: int, call_id: int, payload: bytes | bytearray | Parts = b""
+) -> None:
+    """Send one frame (the caller holds the connection's send lock): one write when it
+    is small; a large part goes by itself, never copied to prepend what comes before."""
+    if not isinstance(payload, Parts):
+        header = HEADER.pack(len(payload), call_id, kind)
+        if len(payload) < LARGE:
+            sock.sendall(header + payload)
+        else:
+            sock.sendall(header)
+            sock.sendall(payload)
+        return
+    sizes = [memoryview(part).nbytes for part in payload]
+    pending: list[Any] = [HEADER.pack(sum(sizes), call_id, kind)]
+    for part, size in zip(payload, sizes, strict=True):
+        if size < LARGE:
+            pending.append(part)
+            continue
+        sock.sendall(b"".join(pending))
+        pending = []
+        sock.sendall(part)
+    if pending:
+        sock.sendall(b"".join(pending))
 
 
 class Reader:
