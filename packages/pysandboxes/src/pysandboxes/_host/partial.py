@@ -240,14 +240,13 @@ class Child:
         return any(type(w) is not SyncWaiter for w in list(self._waiters.values()))
 
     def _interrupted(self) -> None:
-        """The thread reading was stopped mid-frame (see ``_host.leading``)."""
-        with self._close_lock:
-            if self.retiring is None:
-                self.retiring = "the thread reading its replies was interrupted"
-            if self._closing is None:
-                self._closing = "stopped: the thread reading its replies was interrupted"
+        """The thread reading was stopped mid-frame (see ``_host.leading``): the child
+        ends at once, its calls in flight fail, and the next call starts another."""
+        if self._closing is None:
+            self._closing = "stopped: a thread reading its replies was interrupted"
         kill_group(self.pid)
-        self.leadership.close()
+        self.leadership.close()  # the end is read, the calls in flight fail
+        self.retire("a thread reading its replies was interrupted")
 
     def _forget(self, call_id: int) -> None:
         with self._changed:
