@@ -10,7 +10,9 @@ at once, and the child is replaced if the call cannot be stopped there.
 
 from __future__ import annotations
 
+import collections
 import time
+import weakref
 
 from pysandboxes._host.leading import SyncWaiter
 from pysandboxes._host.output import Output
@@ -107,7 +109,8 @@ async def await_call(
     import asyncio
 
     items: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
-    call_id = child.send_call(kind, call, _TaskWaiter(asyncio.get_running_loop(), items))
+    waiter = _TaskWaiter(_inbox(asyncio.get_running_loop()), items)
+    call_id = child.send_call(kind, call, waiter)
     output = Output(lambda taken: child.credit(call_id, taken), streams, child.output)
     deadline = None if limit is None else time.monotonic() + limit.seconds
     try:
@@ -137,15 +140,48 @@ async def await_call(
 class _TaskWaiter:
     """A waiter for an async call: items go to the caller's loop, from the reader."""
 
-    def __init__(self, loop: Any, items: Any) -> None:
-        self._loop = loop
+    def __init__(self, inbox: _Inbox, items: Any) -> None:
+        self._inbox = inbox
         self._items = items
 
     def put(self, item: tuple[int, Any]) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
-        except RuntimeError:
-            pass  # the caller's loop is closed: nobody waits any more
+        self._inbox.put(self._items, item)
+
+
+class _Inbox:
+    """The items of one loop's async calls, handed over in batches: the loop is woken
+    once for all the frames read meanwhile (fifty calls gathered), not once a frame."""
+
+    def __init__(self, loop: Any) -> None:
+        self._loop = loop
+        self._items: collections.deque[tuple[Any, tuple[int, Any]]] = collections.deque()
+        self._scheduled = False
+
+    def put(self, queue: Any, item: tuple[int, Any]) -> None:
+        self._items.append((queue, item))
+        if not self._scheduled:  # else the drain to come takes it too
+            self._scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:
+                self._items.clear()  # the caller's loop is closed: nobody waits any more
+
+    def _drain(self) -> None:
+        self._scheduled = False  # first: what comes from now on schedules another drain
+        items = self._items
+        while items:
+            queue, item = items.popleft()
+            queue.put_nowait(item)
+
+
+_inboxes: weakref.WeakKeyDictionary[Any, _Inbox] = weakref.WeakKeyDictionary()
+
+
+def _inbox(loop: Any) -> _Inbox:
+    inbox = _inboxes.get(loop)
+    if inbox is None:
+        inbox = _inboxes.setdefault(loop, _Inbox(loop))
+    return inbox
 
 
 def outcome(

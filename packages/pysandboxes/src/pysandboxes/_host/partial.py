@@ -251,7 +251,8 @@ class Child:
     def _forget(self, call_id: int) -> None:
         with self._changed:
             self._waiters.pop(call_id, None)
-            self._changed.notify_all()
+            if self._closed:  # closing waits for the calls in flight
+                self._changed.notify_all()
 
     def _end(self) -> None:
         try:

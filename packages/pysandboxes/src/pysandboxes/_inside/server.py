@@ -87,6 +87,8 @@ class Server:
         self._waiting: collections.deque[tuple[int, int, bytearray]] = collections.deque()
         self._running = 0
         self._gone_event = threading.Event()
+        #: The names (``_name_key``) of the async functions called so far.
+        self._async: set[bytes | None] = set()
         #: Calls not answered yet: "queued", "sync" (running on a worker), or the task.
         self.calls: dict[int, object] = {}
         self._calls_lock = threading.Lock()
@@ -146,10 +148,7 @@ class Server:
             item = self._next_call()
             if item is None:
                 return
-            kind, call_id, payload = item
-            with self._calls_lock:
-                cancelled = self.calls.get(call_id, _QUEUED) is None
-                self.calls[call_id] = _SYNC
+            kind, call_id, payload, cancelled = item
             if cancelled:
                 self._raised(call_id, _cancelled())
             else:
@@ -162,12 +161,12 @@ class Server:
             with self._calls_lock:
                 self._running -= 1
 
-    def _next_call(self) -> tuple[int, int, bytearray] | None:
-        """A call to run: one that waited for a free worker, else the next one read."""
+    def _next_call(self) -> tuple[int, int, bytearray, bool] | None:
+        """A call to run, and whether it was cancelled while it waited: one that waited
+        for a free worker, else the next one read. It is marked running (``_SYNC``)."""
         with self._calls_lock:
             if self._waiting and self._running < self.workers:
-                self._running += 1
-                return self._waiting.popleft()
+                return self._start(self._waiting.popleft())
         with self._reading:  # the other free workers wait here: one reads at a time
             while not self._gone:
                 try:
@@ -183,17 +182,36 @@ class Server:
                 elif kind == frames.CANCEL:
                     self._cancel(call_id)
                 elif payload is not None and kind in (frames.CALL, frames.INIT):
+                    if self._async and _name_key(payload) in self._async:
+                        self._start_async(kind, call_id, payload)
+                        continue  # it only makes a coroutine: this thread reads on
                     item = (kind, call_id, payload)
                     with self._calls_lock:
                         self.calls[call_id] = _QUEUED
-                        if self._running < self.workers and not self._waiting:
-                            self._running += 1
-                            return item
-                        self._waiting.append(item)  # every worker is busy: it waits
-                        if self._running < self.workers:  # one ended while this was read
-                            self._running += 1
-                            return self._waiting.popleft()
+                        self._waiting.append(item)  # until a worker is free
+                        if self._running < self.workers:
+                            return self._start(self._waiting.popleft())
         return None
+
+    def _start_async(self, kind: int, call_id: int, payload: bytearray) -> None:
+        """Hand a call of an async function to the loop from the reading thread: a burst
+        of gathered calls is read and started by one thread, none woken for each."""
+        with self._calls_lock:
+            self.calls[call_id] = _SYNC
+        self.pump.running.add(call_id)
+        token = current_call.set(call_id)
+        try:
+            self._call(kind, call_id, payload)
+        finally:
+            current_call.reset(token)
+
+    def _start(self, item: tuple[int, int, bytearray]) -> tuple[int, int, bytearray, bool]:
+        """Mark a call running (the calls' lock held)."""
+        kind, call_id, payload = item
+        cancelled = self.calls.get(call_id, _QUEUED) is None
+        self.calls[call_id] = _SYNC
+        self._running += 1
+        return kind, call_id, payload, cancelled
 
     def _end(self) -> None:
         # The trusted side is gone (closed, or killed): a call stuck in a loop must not
@@ -225,6 +243,8 @@ class Server:
             function = resolve(module, qualname, init=kind == frames.INIT)
             outcome = function(*args, **kwargs)
             if _is_coroutine(outcome):
+                if getattr(function, "__pysandboxes_async__", False) is True:
+                    self._async.add(_name_key(payload))  # calling it runs none of its code
                 self._on_loop(call_id, kind, outcome)
                 return
         except BaseException as exc:  # everything the function raises goes back
@@ -305,6 +325,18 @@ class Server:
         self.loop = asyncio.new_event_loop()
         self._loop_ready.set()
         self.loop.run_forever()
+
+
+def _name_key(payload: bytearray) -> bytes | None:
+    """The function a call names, as the bytes that name it: protocol 5 starts with
+    ``PROTO``, a ``FRAME`` and its length, the ``MARK`` of the call's tuple, then the
+    module and the name as short strings (``None`` if not)."""
+    if len(payload) < 15 or payload[11] != 0x28 or payload[12] != 0x8C:
+        return None
+    end = 14 + payload[13]
+    if len(payload) < end + 3 or payload[end] != 0x94 or payload[end + 1] != 0x8C:
+        return None
+    return bytes(payload[12 : end + 3 + payload[end + 2]])
 
 
 def _cancelled() -> BaseException:

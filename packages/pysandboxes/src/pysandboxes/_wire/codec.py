@@ -32,6 +32,7 @@ from pysandboxes._wire.events import (
     MAX_TEXT,
     Event,
 )
+from pysandboxes._wire.frames import LARGE, InPlace
 from pysandboxes._wire.values import (
     CONTAINERS,
     MAX_BYTES,
@@ -224,7 +225,8 @@ def decode_value(
         if named is None:
             raise
         raise RefusedValue(named) from None  # the class says more than the opcode
-    stream = _InPlace(payload) if len(payload) >= _IN_PLACE else io.BytesIO(payload)
+    # io.BytesIO copies a bytearray whole: a large payload is read where it is.
+    stream = InPlace(payload) if len(payload) >= LARGE else io.BytesIO(payload)
     reader = _reader(census=bool(found & scan.CENSUS))(stream)
     reader.allowed = objects
     try:
@@ -236,34 +238,6 @@ def decode_value(
     if found & scan.WALK:
         _check(value, max_depth, max_items, reader.built)
     return value
-
-
-#: A payload this large is read in place (``io.BytesIO`` copies a bytearray whole).
-_IN_PLACE = 1 << 16
-
-
-class _InPlace:
-    """A payload as the unpickler reads it, in place: a large bytes value is copied once,
-    straight into the object it becomes (``readinto``)."""
-
-    def __init__(self, payload: bytes | bytearray) -> None:
-        self._view = memoryview(payload)
-        self._at = 0
-
-    def read(self, size: int = -1) -> bytes:
-        end = len(self._view) if size < 0 else min(len(self._view), self._at + size)
-        piece = self._view[self._at : end].tobytes()
-        self._at = end
-        return piece
-
-    def readinto(self, target: Any) -> int:
-        size = min(len(target), len(self._view) - self._at)
-        target[:size] = self._view[self._at : self._at + size]
-        self._at += size
-        return size
-
-    def readline(self) -> bytes:  # only text opcodes read lines, and prescan refused them
-        return b""
 
 
 #: ``prescan``, imported at the first result (it costs a start-up, and calls are many).

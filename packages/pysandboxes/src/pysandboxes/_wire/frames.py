@@ -63,9 +63,9 @@ class Parts(list["Any"]):
         self.append(part)
 
 
-def holds_large(values: Iterable[object]) -> bool:
+def holds_large(values: Iterable[Any]) -> bool:
     """Whether a value among ``values`` is worth pickling in parts."""
-    return any(type(v) in BLOBS and len(v) >= LARGE for v in values)  # type: ignore[arg-type]
+    return any(type(value) in BLOBS and len(value) >= LARGE for value in values)
 
 
 def send(
@@ -92,6 +92,30 @@ def send(
         sock.sendall(part)
     if pending:
         sock.sendall(b"".join(pending))
+
+
+class InPlace:
+    """A payload as an unpickler reads it, as a file, in place: a large bytes value is
+    copied once, straight into the object it becomes (``readinto``)."""
+
+    def __init__(self, payload: bytes | bytearray) -> None:
+        self._view = memoryview(payload)
+        self._at = 0
+
+    def read(self, size: int = -1) -> bytes:
+        end = len(self._view) if size < 0 else min(len(self._view), self._at + size)
+        piece = self._view[self._at : end].tobytes()
+        self._at = end
+        return piece
+
+    def readinto(self, target: Any) -> int:
+        size = min(len(target), len(self._view) - self._at)
+        target[:size] = self._view[self._at : self._at + size]
+        self._at += size
+        return size
+
+    def readline(self) -> bytes:  # only text opcodes read lines, and prescan refused them
+        return b""
 
 
 class Reader:
