@@ -58,10 +58,16 @@ def wait(
     ``(False, exception)`` for the caller to raise (so that its traceback goes from the
     caller's line to the remote frames)."""
     waiter = SyncWaiter()
-    call_id = child.send_call(kind, call, waiter)
     output: Output | None = None  # made for the first output: most calls write none
     deadline = None if timeout is None else time.monotonic() + timeout.seconds
-    next_item = child.leadership.next_item
+    leadership = child.leadership
+    next_item = leadership.next_item
+    leadership.claim(waiter)
+    try:
+        call_id = child.send_call(kind, call, waiter)
+    except BaseException:
+        leadership.release(waiter)
+        raise
     try:
         while True:
             item_kind, data = next_item(waiter, deadline)

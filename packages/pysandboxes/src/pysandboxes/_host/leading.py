@@ -109,12 +109,26 @@ class Leadership:
 
     # -- a waiting thread ----------------------------------------------------------------
 
+    def claim(self, waiter: SyncWaiter) -> None:
+        """Lead now if nobody does, before the call is sent: once it is, this thread goes
+        straight to its read (the child's reply may wait for this thread to sleep on
+        this CPU: the kernel places the woken reader there)."""
+        with self.lock:
+            if self.leader is None and not self.done:
+                self.leader = waiter
+
+    def release(self, waiter: SyncWaiter) -> None:
+        """The call was not sent after all: lead no more."""
+        self._resign(waiter)
+
     def next_item(self, waiter: SyncWaiter, deadline: float | None) -> tuple[int, Any]:
         """The waiter's next item, read by this thread when nobody else reads.
 
         Raises:
             TimeoutError: ``deadline`` (``time.monotonic``) passed first.
         """
+        if self.leader is waiter and not waiter.items:  # it claimed the lead: no lock yet
+            self._lead(waiter, deadline)
         while True:
             with self.lock:
                 if waiter.items:
