@@ -46,6 +46,9 @@ _START_TIMEOUT = 60.0
 _SPAWNING = threading.Lock()
 #: How long a cancelled call may take to end in the child before the child is replaced.
 CANCEL_GRACE = 1.0
+#: How long the thread reading replies looks for one before it sleeps (``frames.Reader``):
+#: a tiny call's reply comes within it, and this process's CPU is not put to sleep.
+SPIN = 50e-6
 
 
 CRASHED = -1  # a waiter's item: the child ended (payload: the exception)
@@ -171,7 +174,7 @@ class Child:
         self._last_words = threading.Thread(target=self._read_errors, args=(errors_read,))
         self._last_words.daemon = True
         self._last_words.start()
-        reader = frames.Reader(self.sock)
+        reader = frames.Reader(self.sock, spin=SPIN)
         self.leadership = Leadership(
             lambda ready: reader.receive(self.result_limit, ready),
             reader.buffered,
