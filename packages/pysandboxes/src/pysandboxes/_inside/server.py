@@ -5,8 +5,9 @@ Everything it needs is made before the guards are armed (``start``): the connect
 (a socket inherited from the trusted side), a bounded pool of worker threads, the
 thread that runs async functions on this process's event loop, the output pipes
 (``capture``) and the crash report (``faulthandler``, on the descriptor the trusted
-side reads the child's last words from). Then the guards go up and the main thread
-reads calls (``serve``).
+side reads the child's last words from). Then the guards go up, and the workers take
+turns reading the calls, each running and answering the one it read (``serve`` waits
+for the connection's end).
 
 A call names a function by module and qualified name; only a function marked
 ``@sandbox`` is called. Sync functions run on the pool, async ones on the loop, so
