@@ -88,6 +88,7 @@ def wait(
         child.cancel(call_id, stuck=True)
         return False, timeout.error(f"{call[0]}.{call[1]}")
     except BaseException:  # ^C while waiting: the call is stopped, not left running
+        leadership.release(waiter)
         child.cancel(call_id, stuck=True)
         if output is not None:
             output.flush()
@@ -184,9 +185,12 @@ _inboxes: weakref.WeakKeyDictionary[Any, _Inbox] = weakref.WeakKeyDictionary()
 
 
 def _inbox(loop: Any) -> _Inbox:
-    inbox = _inboxes.get(loop)
-    if inbox is None:
-        inbox = _inboxes.setdefault(loop, _Inbox(loop))
+    try:
+        inbox = _inboxes.get(loop)
+        if inbox is None:
+            inbox = _inboxes.setdefault(loop, _Inbox(loop))
+    except TypeError:  # a loop no weak reference can name (a C one): a call's own inbox
+        inbox = _Inbox(loop)
     return inbox
 
 

@@ -118,7 +118,10 @@ class Leadership:
                 self.leader = waiter
 
     def release(self, waiter: SyncWaiter) -> None:
-        """The call was not sent after all: lead no more."""
+        """The waiter waits no more (its call was not sent, or its thread was stopped,
+        maybe between two steps here): it neither leads nor is made the leader."""
+        with self.lock:
+            waiter.sleeping = False
         self._resign(waiter)
 
     def next_item(self, waiter: SyncWaiter, deadline: float | None) -> tuple[int, Any]:
@@ -202,6 +205,7 @@ class Leadership:
             return True
         with self.lock:
             if self.done:
+                self.leader = None
                 return False
             self.done = True
         self._end()  # every waiter gets its item, the sleepers are woken
