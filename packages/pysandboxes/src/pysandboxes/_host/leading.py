@@ -62,23 +62,26 @@ class Leadership:
     ``TimeoutError`` when the callable it is given says no data came in time);
     ``route`` hands a frame to its call (``False``: a broken protocol, stop reading);
     ``end`` runs once, when reading stops for good; ``passive`` says whether a call
-    waits that cannot read for itself; ``interrupted`` stops the child (see above)."""
+    waits that cannot read for itself; ``interrupted`` stops the child (see above);
+    ``alone`` says whether one call only is in flight."""
 
     def __init__(
         self,
-        read: Callable[[Callable[[], bool] | None], Any],
+        read: Callable[[Callable[[], bool] | None, bool], Any],
         buffered: Callable[[], bool],
         fileno: int,
         route: Callable[[Any], bool],
         end: Callable[[], None],
         passive: Callable[[], bool],
         interrupted: Callable[[], None],
+        alone: Callable[[], bool],
     ) -> None:
         self.lock = threading.Lock()
         self._wanted = threading.Condition(self.lock)
         self._read, self._buffered, self._fileno = read, buffered, fileno
         self._route, self._end, self._passive = route, end, passive
         self._interrupted = interrupted
+        self._alone = alone
         self.leader: object = None
         self._sleepers: collections.deque[SyncWaiter] = collections.deque()
         self.done = False
@@ -178,7 +181,7 @@ class Leadership:
             ready = lambda: _readable(fileno, deadline - time.monotonic())  # noqa: E731
         try:
             while not waiter.items:
-                if not self._step(ready):
+                if not self._step(ready, self._alone()):
                     return
         except TimeoutError:  # before a read: nothing is left half handled
             self._resign(waiter)
@@ -189,14 +192,16 @@ class Leadership:
             raise
         self._resign(waiter)
 
-    def _step(self, ready: Callable[[], bool] | None = None) -> bool:
-        """Read and route one frame; at the end, end (and say so).
+    def _step(self, ready: Callable[[], bool] | None = None, spin: bool = False) -> bool:
+        """Read and route one frame; at the end, end (and say so). ``spin``: look for
+        it a while before sleeping (a caller alone: with others, the spinning reader
+        would keep them from the interpreter while their replies wait).
 
         Raises:
             TimeoutError: ``ready`` said no data came in time.
         """
         try:
-            frame = self._read(ready)
+            frame = self._read(ready, spin)
         except TimeoutError:
             raise
         except OSError:

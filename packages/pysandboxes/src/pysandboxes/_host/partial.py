@@ -176,13 +176,14 @@ class Child:
         self._last_words.start()
         reader = frames.Reader(self.sock, spin=SPIN)
         self.leadership = Leadership(
-            lambda ready: reader.receive(self.result_limit, ready),
+            lambda ready, spin: reader.receive(self.result_limit, ready, spin),
             reader.buffered,
             self.sock.fileno(),
             self._route,
             self._ended_reading,
             self._passive,
             self._interrupted,
+            lambda: len(self._waiters) <= 1,
         )
         if not self._ready.wait(_START_TIMEOUT) or self.ended is not None:
             self.close(0.0)

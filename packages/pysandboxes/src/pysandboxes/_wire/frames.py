@@ -148,12 +148,13 @@ class Reader:
         return self._end > self._start or self._large is not None
 
     def receive(
-        self, limit: int, ready: Callable[[], bool] | None = None
+        self, limit: int, ready: Callable[[], bool] | None = None, spin: bool = False
     ) -> tuple[int, int, bytearray | None] | None:
         """The next frame as ``(kind, call_id, payload)``, or ``None`` at the end of the
         connection. A payload over ``limit`` bytes is read and dropped: it comes as
         ``None`` (its call fails, the connection goes on). ``ready``, if given, is asked
-        before each ``recv`` whether data comes in time.
+        before each ``recv`` whether data comes in time; with ``spin``, data is looked
+        for a while before ``recv`` sleeps (``_spin``).
 
         Raises:
             OSError: the connection failed.
@@ -183,7 +184,7 @@ class Reader:
                 self._start, self._end = 0, held
             if ready is not None and not ready():
                 raise TimeoutError
-            if self._spin_for:
+            if spin and self._spin_for:
                 self._spin()
             got = self._sock.recv_into(self._view[self._end :])
             if not got:
