@@ -256,3 +256,46 @@ def test_objects_mode_names_only_what_the_allowlist_returns() -> None:
 def test_frames_header_is_length_call_id_kind() -> None:
     assert frames.HEADER.size == 13
     assert frames.pack(10, 7, b"xy") == struct.pack("<IQB", 2, 7, 10) + b"xy"
+
+
+def test_cant_slip_a_class_through_a_large_stream_read_in_place() -> None:
+    # A payload of 64 KiB or more is unpickled in place, not through io.BytesIO: the same
+    # checks hold, and values still cross whole.
+    import os
+
+    from gadgets import Call  # type: ignore[import-not-found]
+
+    padding = b"x" * (frames.LARGE * 2)
+    hostile = bytearray(pickle.dumps([padding, Call(os.system, "true")], protocol=5))
+    with pytest.raises(RefusedValue):
+        decode_value(hostile)
+    plain = {"blob": padding, "keys": {(i, str(i)): i for i in range(5000)}}
+    for stream in (bytearray(encode_result(plain)), encode_result(plain)):
+        assert len(stream) >= frames.LARGE
+        assert decode_value(stream) == plain
+
+
+def test_frames_in_parts_larger_than_the_buffer_or_over_the_limit_are_read_whole() -> None:
+    ours, theirs = socket.socketpair()
+    reader = frames.Reader(ours, size=256)
+    big = b"y" * 5000
+    parts = frames.Parts()
+    pickle.Pickler(parts, protocol=5).dump(("m", "f", (big,), {}))
+    sent = [(1, 1, b"a" * 10), (1, 2, b""), (1, 3, b"z" * 300)]
+    try:
+        for kind, call_id, payload in sent:
+            frames.send(theirs, kind, call_id, payload)
+        frames.send(theirs, 2, 4, parts)
+        frames.send(theirs, 1, 5, b"q" * 1000)  # over the limit: dropped, the rest read
+        frames.send(theirs, 1, 6, b"end")
+        theirs.close()
+        got = [reader.receive(1 << 20) for _ in range(3)]
+        assert got == [(kind, call_id, bytearray(payload)) for kind, call_id, payload in sent]
+        kind, call_id, payload = reader.receive(1 << 20)  # type: ignore[misc]
+        assert (kind, call_id) == (2, 4)
+        assert pickle.loads(payload) == ("m", "f", (big,), {})
+        assert reader.receive(999) == (1, 5, None)
+        assert reader.receive(999) == (1, 6, bytearray(b"end"))
+        assert reader.receive(999) is None
+    finally:
+        ours.close()

@@ -130,6 +130,8 @@ def _decorate(
 
         wrapper = call
     wrapper.__pysandboxes_sandbox__ = True
+    # An async one: calling it only makes a coroutine (the child's reader may do it).
+    wrapper.__pysandboxes_async__ = bool(flags & _CO_COROUTINE)
     wrapper.__pysandboxes_profile__ = profile
     wrapper.__pysandboxes_timeout__ = timeout
     return wrapper

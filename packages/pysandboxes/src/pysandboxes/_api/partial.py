@@ -234,20 +234,19 @@ class sandboxes:
             return child
 
     def _decode(self, data: bytes, call: tuple[Any, ...]) -> Any:
-        from pysandboxes._api.results import decode_result
-
         child = self._child
         policy = child.spec.policy if child is not None else None
-        return decode_result(data, policy, child, f"{call[0]}.{call[1]}")
+        return _lazy().decode_result(data, policy, child, f"{call[0]}.{call[1]}")
 
     def _timeout(self, child: Child, given: float | None) -> Timeout | None:
+        setting = child.spec.policy.sandbox_timeout
+        if given is None and setting is None:
+            return None
         from pysandboxes._host.calls import Timeout
 
         if given is not None:
             return Timeout(given, f"@sandbox(timeout={given:g})")
-        setting = child.spec.policy.sandbox_timeout
-        if setting is None:
-            return None
+        assert setting is not None
         return Timeout(setting.value, f"'{setting.origin.text}' from {setting.origin.where}")
 
     def call(
@@ -261,13 +260,11 @@ class sandboxes:
         """Run ``module.name(*args, **kwargs)`` in the child; what ``@sandbox`` calls,
         with its timeout (``seconds``; else the rules' ``sandbox-timeout=``).
         Returns ``(True, result)`` or ``(False, exception to raise)``."""
-        from pysandboxes._host.calls import wait
-
         if self._child is None and is_in_sandbox():
             raise SandBoxError("calls run inline in a sandboxed process")
         child = self._running(module)
         limit = self._timeout(child, seconds)
-        return wait(child, _CALL, (module, name, args, kwargs), self._decode, limit)
+        return _lazy().wait(child, _CALL, (module, name, args, kwargs), self._decode, limit)
 
     async def acall(
         self,
@@ -289,6 +286,27 @@ class sandboxes:
         limit = self._timeout(child, seconds)
         call = (module, name, args, kwargs)
         return await await_call(child, _CALL, call, self._decode, limit, streams, sync)
+
+
+class _Lazy:
+    """What a call needs that ``import pysandboxes`` does not load (made at the first
+    call, then found at once: an import statement costs a call a microsecond)."""
+
+    def __init__(self) -> None:
+        from pysandboxes._api.results import decode_result
+        from pysandboxes._host.calls import wait
+
+        self.wait = wait
+        self.decode_result = decode_result
+
+
+_made: list[_Lazy] = []
+
+
+def _lazy() -> _Lazy:
+    if not _made:
+        _made.append(_Lazy())
+    return _made[0]
 
 
 def run(main: Awaitable[T], **options: Any) -> T:

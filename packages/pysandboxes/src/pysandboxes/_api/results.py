@@ -22,6 +22,7 @@ import os
 import sys
 import sysconfig
 
+from pysandboxes._wire.codec import RefusedValue, decode_value
 from pysandboxes.errors import RuleResultRefusedError
 
 TYPE_CHECKING = False
@@ -38,8 +39,6 @@ def decode_result(
     """Decode a result of ``function``; raise ``RuleResultRefusedError`` naming what was
     refused and the rule. In a learning run, an object is rebuilt (as data) whatever its
     class, and its class is recorded for the rules."""
-    from pysandboxes._wire.codec import RefusedValue, decode_value
-
     setting = policy.remote_result_mode if policy is not None else None
     objects = setting is not None and setting.value == "objects"
     allowed: Any = Allowlist(policy) if objects and policy is not None else None

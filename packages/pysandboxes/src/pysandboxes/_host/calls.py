@@ -1,7 +1,8 @@
 """Partial mode, the trusted side: waiting for one call, its output, its end.
 
-The calling thread (or task) waits for its call's items, writes its output where a
-local call's would go, and decodes the reply itself. A call past its timeout, or whose
+The calling thread (or task) waits for its call's items (a thread reads them itself
+when nobody else reads: ``leading``), writes its output where a local call's would go,
+and decodes the reply itself. A call past its timeout, or whose
 waiting task is cancelled (or whose thread gets ^C), is cancelled in the child
 (``Child.cancel``): the caller gets ``SandboxTimeout`` (or its ``CancelledError``)
 at once, and the child is replaced if the call cannot be stopped there.
@@ -9,9 +10,11 @@ at once, and the child is replaced if the call cannot be stopped there.
 
 from __future__ import annotations
 
-import queue
+import collections
 import time
+import weakref
 
+from pysandboxes._host.leading import SyncWaiter
 from pysandboxes._host.output import Output
 from pysandboxes._host.partial import CRASHED, FINAL, TOO_LARGE
 from pysandboxes._wire import frames
@@ -54,32 +57,46 @@ def wait(
     ``decode`` gets the result's bytes and the call. Returns ``(True, result)``, or
     ``(False, exception)`` for the caller to raise (so that its traceback goes from the
     caller's line to the remote frames)."""
-    items: queue.SimpleQueue[tuple[int, Any]] = queue.SimpleQueue()
-    call_id = child.send_call(kind, call, items)
-    output = Output(lambda taken: child.credit(call_id, taken), where=child.output)
+    waiter = SyncWaiter()
+    output: Output | None = None  # made for the first output: most calls write none
     deadline = None if timeout is None else time.monotonic() + timeout.seconds
+    leadership = child.leadership
+    next_item = leadership.next_item
+    leadership.claim(waiter)
+    try:
+        call_id = child.send_call(kind, call, waiter)
+    except BaseException:
+        leadership.release(waiter)
+        raise
     try:
         while True:
-            if deadline is None:
-                item_kind, data = items.get()
-            else:
-                item_kind, data = items.get(timeout=max(0.0, deadline - time.monotonic()))
-            if item_kind in (frames.STDOUT, frames.STDERR):
-                output.write(item_kind, data)
-            elif item_kind in FINAL:
-                output.flush()
+            item_kind, data = next_item(waiter, deadline)
+            if item_kind in FINAL:
+                if output is not None:
+                    output.flush()
                 return outcome(item_kind, data, lambda raw: decode(raw, call), child.spec.policy)
-    except queue.Empty:
+            if item_kind in (frames.STDOUT, frames.STDERR):
+                if output is None:
+                    output = _output(child, call_id)
+                output.write(item_kind, data)
+    except TimeoutError:
         assert timeout is not None
-        output.flush()
+        if output is not None:
+            output.flush()
         # A sync function runs in a thread of the child, which nothing can interrupt:
         # the next call must not wait behind it, so the child is replaced at once.
         child.cancel(call_id, stuck=True)
         return False, timeout.error(f"{call[0]}.{call[1]}")
     except BaseException:  # ^C while waiting: the call is stopped, not left running
+        leadership.release(waiter)
         child.cancel(call_id, stuck=True)
-        output.flush()
+        if output is not None:
+            output.flush()
         raise
+
+
+def _output(child: Child, call_id: int) -> Output:
+    return Output(lambda taken: child.credit(call_id, taken), where=child.output)
 
 
 async def await_call(
@@ -99,7 +116,8 @@ async def await_call(
     import asyncio
 
     items: asyncio.Queue[tuple[int, Any]] = asyncio.Queue()
-    call_id = child.send_call(kind, call, _TaskWaiter(asyncio.get_running_loop(), items))
+    waiter = _TaskWaiter(_inbox(asyncio.get_running_loop()), items)
+    call_id = child.send_call(kind, call, waiter)
     output = Output(lambda taken: child.credit(call_id, taken), streams, child.output)
     deadline = None if limit is None else time.monotonic() + limit.seconds
     try:
@@ -129,15 +147,51 @@ async def await_call(
 class _TaskWaiter:
     """A waiter for an async call: items go to the caller's loop, from the reader."""
 
-    def __init__(self, loop: Any, items: Any) -> None:
-        self._loop = loop
+    def __init__(self, inbox: _Inbox, items: Any) -> None:
+        self._inbox = inbox
         self._items = items
 
     def put(self, item: tuple[int, Any]) -> None:
-        try:
-            self._loop.call_soon_threadsafe(self._items.put_nowait, item)
-        except RuntimeError:
-            pass  # the caller's loop is closed: nobody waits any more
+        self._inbox.put(self._items, item)
+
+
+class _Inbox:
+    """The items of one loop's async calls, handed over in batches: the loop is woken
+    once for all the frames read meanwhile (fifty calls gathered), not once a frame."""
+
+    def __init__(self, loop: Any) -> None:
+        self._loop = loop
+        self._items: collections.deque[tuple[Any, tuple[int, Any]]] = collections.deque()
+        self._scheduled = False
+
+    def put(self, queue: Any, item: tuple[int, Any]) -> None:
+        self._items.append((queue, item))
+        if not self._scheduled:  # else the drain to come takes it too
+            self._scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:
+                self._items.clear()  # the caller's loop is closed: nobody waits any more
+
+    def _drain(self) -> None:
+        self._scheduled = False  # first: what comes from now on schedules another drain
+        items = self._items
+        while items:
+            queue, item = items.popleft()
+            queue.put_nowait(item)
+
+
+_inboxes: weakref.WeakKeyDictionary[Any, _Inbox] = weakref.WeakKeyDictionary()
+
+
+def _inbox(loop: Any) -> _Inbox:
+    try:
+        inbox = _inboxes.get(loop)
+        if inbox is None:
+            inbox = _inboxes.setdefault(loop, _Inbox(loop))
+    except TypeError:  # a loop no weak reference can name (a C one): a call's own inbox
+        inbox = _Inbox(loop)
+    return inbox
 
 
 def outcome(

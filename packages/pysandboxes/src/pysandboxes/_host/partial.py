@@ -5,8 +5,9 @@ would, but its program is the call server (``_inside.server``) and it is linked 
 process by a socket pair made here: no port, no token, nothing another process can
 reach. It runs in a process group of its own, tied to this process by a lifeline
 (``lifeline``): when this process ends, however, the kernel kills the group. One thread
-reads the child's frames and hands each to the call waiting for it (``calls``); what
-the child sends is decoded by ``_wire.codec`` alone, as values.
+at a time reads the child's frames and hands each to the call waiting for it: a waiting
+caller, or a thread of this module's (``leading``); what the child sends is decoded by
+``_wire.codec`` alone, as values.
 
 At most once: a call is sent once. If the child ends, every call in flight fails with
 ``SandboxCrashed`` (how it ended, and the last lines it wrote on its standard error)
@@ -26,6 +27,7 @@ import threading
 
 from pysandboxes._host.auditlog import start_audit
 from pysandboxes._host.brokering import start_broker
+from pysandboxes._host.leading import Leadership, SyncWaiter
 from pysandboxes._host.lifeline import Lifeline, Tail, kill_group, reap
 from pysandboxes._host.output import Untagged
 from pysandboxes._wire import frames
@@ -44,6 +46,9 @@ _START_TIMEOUT = 60.0
 _SPAWNING = threading.Lock()
 #: How long a cancelled call may take to end in the child before the child is replaced.
 CANCEL_GRACE = 1.0
+#: How long the thread reading replies looks for one before it sleeps (``frames.Reader``):
+#: a tiny call's reply comes within it, and this process's CPU is not put to sleep.
+SPIN = 50e-6
 
 
 CRASHED = -1  # a waiter's item: the child ended (payload: the exception)
@@ -170,8 +175,17 @@ class Child:
         self._last_words = threading.Thread(target=self._read_errors, args=(errors_read,))
         self._last_words.daemon = True
         self._last_words.start()
-        self._reader = threading.Thread(target=self._read, name="pysandboxes-reader", daemon=True)
-        self._reader.start()
+        reader = frames.Reader(self.sock, spin=SPIN)
+        self.leadership = Leadership(
+            lambda ready, spin: reader.receive(self.result_limit, ready, spin),
+            reader.buffered,
+            self.sock.fileno(),
+            self._route,
+            self._ended_reading,
+            self._passive,
+            self._interrupted,
+            lambda: len(self._waiters) <= 1,
+        )
         if not self._ready.wait(_START_TIMEOUT) or self.ended is not None:
             self.close(0.0)
             said = "\n".join(self.tail.lines())
@@ -197,44 +211,53 @@ class Child:
             while chunk := pipe.read1(4096):
                 self.tail.add(chunk)
 
-    def _read(self) -> None:
-        reader = frames.Reader(self.sock)
-        try:
-            while True:
-                frame = reader.receive(self.result_limit)
-                if frame is None:
-                    break
-                kind, call_id, payload = frame
-                if kind not in frames.FROM_CHILD:
-                    break  # a broken protocol: the child is not trusted further
-                if payload is None:
-                    kind, payload = TOO_LARGE, bytearray()
-                if kind == frames.STDERR:
-                    self.tail.add(payload)
-                if call_id == 0:
-                    if kind == frames.READY:
-                        self._ready.set()
-                    elif kind in (frames.STDOUT, frames.STDERR):
-                        self._untagged.put(payload)
-                    continue
-                waiter = self._waiters.get(call_id)
-                if waiter is None:
-                    if kind in (frames.STDOUT, frames.STDERR):
-                        self.credit(call_id, len(payload))  # nobody takes it: not held
-                    continue  # output of a call nobody waits for any more
-                if kind in FINAL:
-                    self._forget(call_id)
-                waiter.put((kind, payload))
-        except OSError as exc:
-            self.tail.add(f"\n{exc}\n".encode())
-        reader.close()
+    def _route(self, frame: tuple[int, int, bytearray | None]) -> bool:
+        """Hand a frame to the call it belongs to (``False``: the protocol is broken)."""
+        kind, call_id, payload = frame
+        if kind not in frames.FROM_CHILD:
+            return False  # a broken protocol: the child is not trusted further
+        if payload is None:
+            kind, payload = TOO_LARGE, bytearray()
+        if kind == frames.STDERR:
+            self.tail.add(payload)
+        if call_id == 0:
+            if kind == frames.READY:
+                self._ready.set()
+            elif kind in (frames.STDOUT, frames.STDERR):
+                self._untagged.put(payload)
+            return True
+        waiter = self._waiters.get(call_id)
+        if waiter is None:
+            if kind in (frames.STDOUT, frames.STDERR):
+                self.credit(call_id, len(payload))  # nobody takes it: not held
+            return True  # output of a call nobody waits for any more
+        if kind in FINAL:
+            self._forget(call_id)
+        self.leadership.put(waiter, (kind, payload))
+        return True
+
+    def _ended_reading(self) -> None:
         self._untagged.close()
         self._end()
+
+    def _passive(self) -> bool:
+        """Whether a call waits that does not read for itself (async, cancelled)."""
+        return any(type(w) is not SyncWaiter for w in list(self._waiters.values()))
+
+    def _interrupted(self) -> None:
+        """The thread reading was stopped mid-frame (see ``_host.leading``): the child
+        ends at once, its calls in flight fail, and the next call starts another."""
+        if self._closing is None:
+            self._closing = "stopped: a thread reading its replies was interrupted"
+        kill_group(self.pid)
+        self.leadership.close()  # the end is read, the calls in flight fail
+        self.retire("a thread reading its replies was interrupted")
 
     def _forget(self, call_id: int) -> None:
         with self._changed:
             self._waiters.pop(call_id, None)
-            self._changed.notify_all()
+            if self._closed:  # closing waits for the calls in flight
+                self._changed.notify_all()
 
     def _end(self) -> None:
         try:
@@ -255,15 +278,21 @@ class Child:
             waiters, self._waiters = self._waiters, {}
             self._changed.notify_all()
         for waiter in waiters.values():
-            waiter.put((CRASHED, crashed))
+            self.leadership.put(waiter, (CRASHED, crashed))
 
     # -- calling -------------------------------------------------------------------------
 
     def send_call(self, kind: int, call: tuple[Any, ...], waiter: Any) -> int:
         """Send a call once; its items go to ``waiter``. Returns its id."""
-        payload = pickle.dumps(call, protocol=5)
+        payload: bytes | frames.Parts
+        if frames.holds_large(call[2]) or (call[3] and frames.holds_large(call[3].values())):
+            payload = frames.Parts()  # a large argument is sent as it is, never copied
+            pickle.Pickler(payload, protocol=5).dump(call)
+        else:
+            payload = pickle.dumps(call, protocol=5)
         call_id = next(self._ids)
         self._waiters[call_id] = waiter
+        self.leadership.activity += 1
         if self.ended is not None:
             self._forget(call_id)
             raise self.ended
@@ -272,8 +301,11 @@ class Child:
                 frames.send(self.sock, kind, call_id, payload)
         except OSError:
             self._forget(call_id)
+            self.leadership.close()  # the end is read, the child reaped
             self._reaped.wait(5.0)
             raise self.ended or SandboxCrashed("the sandboxed process ended") from None
+        if type(waiter) is not SyncWaiter:
+            self.leadership.wake_background()  # it cannot read for itself
         return call_id
 
     def credit(self, call_id: int, taken: int) -> None:
@@ -299,6 +331,7 @@ class Child:
                 frames.send(self.sock, frames.CANCEL, call_id)  # it may not have started
         except OSError:
             return  # the child is gone: nothing runs any more
+        self.leadership.wake_background()  # the watch's items are read
         if stuck:
             self.retire(f"call {call_id} could not be stopped")
         else:
@@ -343,6 +376,7 @@ class Child:
             self.sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass
+        self.leadership.close()  # the end is read, the child reaped
         if not self._reaped.wait(2.0):
             kill_group(self.pid)
             self._reaped.wait(5.0)

@@ -5,8 +5,9 @@ Everything it needs is made before the guards are armed (``start``): the connect
 (a socket inherited from the trusted side), a bounded pool of worker threads, the
 thread that runs async functions on this process's event loop, the output pipes
 (``capture``) and the crash report (``faulthandler``, on the descriptor the trusted
-side reads the child's last words from). Then the guards go up and the main thread
-reads calls (``serve``).
+side reads the child's last words from). Then the guards go up, and the workers take
+turns reading the calls, each running and answering the one it read (``serve`` waits
+for the connection's end).
 
 A call names a function by module and qualified name; only a function marked
 ``@sandbox`` is called. Sync functions run on the pool, async ones on the loop, so
@@ -21,6 +22,7 @@ side replaces this process.
 
 from __future__ import annotations
 
+import collections
 import importlib
 import os
 import queue
@@ -79,16 +81,21 @@ class Server:
         self._credit = threading.Condition()
         self._gone = False
         self.pump = DescriptorPump(self.send_output)
-        self.work: queue.SimpleQueue[tuple[int, int, bytearray] | None] = queue.SimpleQueue()
+        self.workers = serving.workers
+        self._reader = frames.Reader(self.sock)
+        self._reading = threading.Lock()
+        #: Calls read while every worker was busy, and the workers running calls.
+        self._waiting: collections.deque[tuple[int, int, bytearray]] = collections.deque()
+        self._running = 0
+        self._gone_event = threading.Event()
+        #: The names (``_name_key``) of the async functions called so far.
+        self._async: set[bytes | None] = set()
         #: Calls not answered yet: "queued", "sync" (running on a worker), or the task.
         self.calls: dict[int, object] = {}
         self._calls_lock = threading.Lock()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._loop_ready = threading.Event()
         self._loop_wanted: queue.SimpleQueue[bool] = queue.SimpleQueue()
-        for number in range(serving.workers):
-            name = f"pysandboxes-worker-{number}"
-            threading.Thread(target=self._work, name=name, daemon=True).start()
         threading.Thread(target=self._run_loop, name="pysandboxes-loop", daemon=True).start()
         self.pump.start()
         self.streams = (
@@ -96,8 +103,11 @@ class Server:
             CallStream(frames.STDERR, self.send_output, 2),
         )
         sys.stdout, sys.stderr = self.streams  # type: ignore[assignment]
+        for number in range(self.workers + 1):  # one more: there is always a reader
+            name = f"pysandboxes-worker-{number}"
+            threading.Thread(target=self._member, name=name, daemon=True).start()
 
-    def send(self, kind: int, call_id: int, payload: bytes = b"") -> None:
+    def send(self, kind: int, call_id: int, payload: bytes | frames.Parts = b"") -> None:
         with self._send_lock:
             frames.send(self.sock, kind, call_id, payload)
 
@@ -126,31 +136,91 @@ class Server:
             self._credit.notify_all()
 
     def serve(self) -> None:
-        """Read calls until the trusted side closes the connection, then return (and
+        """Serve calls until the trusted side closes the connection, then return (and
         end the process shortly after, whatever the calls still running do)."""
         self.send(frames.READY, 0)
-        reader = frames.Reader(self.sock)
+        self._gone_event.wait()
+
+    def _member(self) -> None:
+        """A worker: it runs a call waiting for a free worker, or reads the connection
+        while no other worker does, and runs the call it reads itself (its reply goes
+        from this thread: no other thread is woken to run or answer it)."""
         while True:
-            try:
-                frame = reader.receive(_LIMIT)
-            except OSError:
-                frame = None
-            if frame is None:
-                break
-            kind, call_id, payload = frame
-            if kind == frames.CREDIT and payload is not None:
-                self._credited(call_id, payload)
-            elif kind == frames.CANCEL:
-                self._cancel(call_id)
-            elif payload is not None and kind in (frames.CALL, frames.INIT):
-                with self._calls_lock:
-                    self.calls[call_id] = _QUEUED
-                self.work.put((kind, call_id, payload))
+            item = self._next_call()
+            if item is None:
+                return
+            kind, call_id, payload, cancelled = item
+            if cancelled:
+                self._raised(call_id, _cancelled())
+            else:
+                self.pump.running.add(call_id)
+                token = current_call.set(call_id)
+                try:
+                    self._call(kind, call_id, payload)
+                finally:
+                    current_call.reset(token)
+            with self._calls_lock:
+                self._running -= 1
+
+    def _next_call(self) -> tuple[int, int, bytearray, bool] | None:
+        """A call to run, and whether it was cancelled while it waited: one that waited
+        for a free worker, else the next one read. It is marked running (``_SYNC``)."""
+        with self._calls_lock:
+            if self._waiting and self._running < self.workers:
+                return self._start(self._waiting.popleft())
+        with self._reading:  # the other free workers wait here: one reads at a time
+            while not self._gone:
+                try:
+                    frame = self._reader.receive(_LIMIT)
+                except OSError:
+                    frame = None
+                if frame is None:
+                    self._end()
+                    break
+                kind, call_id, payload = frame
+                if kind == frames.CREDIT and payload is not None:
+                    self._credited(call_id, payload)
+                elif kind == frames.CANCEL:
+                    self._cancel(call_id)
+                elif payload is not None and kind in (frames.CALL, frames.INIT):
+                    if self._async and _name_key(payload) in self._async:
+                        self._start_async(kind, call_id, payload)
+                        continue  # it only makes a coroutine: this thread reads on
+                    item = (kind, call_id, payload)
+                    with self._calls_lock:
+                        self.calls[call_id] = _QUEUED
+                        self._waiting.append(item)  # until a worker is free
+                        if self._running < self.workers:
+                            return self._start(self._waiting.popleft())
+        return None
+
+    def _start_async(self, kind: int, call_id: int, payload: bytearray) -> None:
+        """Hand a call of an async function to the loop from the reading thread: a burst
+        of gathered calls is read and started by one thread, none woken for each."""
+        with self._calls_lock:
+            self.calls[call_id] = _SYNC
+        self.pump.running.add(call_id)
+        token = current_call.set(call_id)
+        try:
+            self._call(kind, call_id, payload)
+        finally:
+            current_call.reset(token)
+
+    def _start(self, item: tuple[int, int, bytearray]) -> tuple[int, int, bytearray, bool]:
+        """Mark a call running (the calls' lock held)."""
+        kind, call_id, payload = item
+        cancelled = self.calls.get(call_id, _QUEUED) is None
+        self.calls[call_id] = _SYNC
+        self._running += 1
+        return kind, call_id, payload, cancelled
+
+    def _end(self) -> None:
         # The trusted side is gone (closed, or killed): a call stuck in a loop must not
         # keep this process alive. The daemon timer ends it if the exit does not.
         with self._credit:
             self._gone = True
             self._credit.notify_all()
+        self._gone_event.set()
         timer = threading.Timer(_EXIT_GRACE, os._exit, (0,))
         timer.daemon = True
         timer.start()
@@ -168,31 +238,14 @@ class Server:
         elif cancel is not None and self.loop is not None:
             self.loop.call_soon_threadsafe(cancel)
 
-    def _work(self) -> None:
-        while True:
-            item = self.work.get()
-            if item is None:
-                return
-            kind, call_id, payload = item
-            with self._calls_lock:
-                cancelled = self.calls.get(call_id, _QUEUED) is None
-                self.calls[call_id] = _SYNC
-            if cancelled:
-                self._raised(call_id, _cancelled())
-                continue
-            self.pump.running.add(call_id)
-            token = current_call.set(call_id)
-            try:
-                self._call(kind, call_id, payload)
-            finally:
-                current_call.reset(token)
-
     def _call(self, kind: int, call_id: int, payload: bytearray) -> None:
         try:
             module, qualname, args, kwargs = load_call(payload)
             function = resolve(module, qualname, init=kind == frames.INIT)
             outcome = function(*args, **kwargs)
             if _is_coroutine(outcome):
+                if getattr(function, "__pysandboxes_async__", False) is True:
+                    self._async.add(_name_key(payload))  # calling it runs none of its code
                 self._on_loop(call_id, kind, outcome)
                 return
         except BaseException as exc:  # everything the function raises goes back
@@ -206,14 +259,19 @@ class Server:
             stream.end(call_id)
         self.pump.drain()
         self.pump.running.discard(call_id)
-        with self._credit:
-            self._unacked.pop(call_id, None)  # its output is all sent
+        if call_id in self._unacked:  # it wrote: its output is all sent now
+            with self._credit:
+                self._unacked.pop(call_id, None)
         with self._calls_lock:
             self.calls.pop(call_id, None)
 
     def _reply(self, kind: int, call_id: int, outcome: object) -> None:
         try:
-            payload = b"" if kind == frames.INIT else encode_result(outcome, objects=self.objects)
+            payload = (
+                b""
+                if kind == frames.INIT
+                else encode_result(outcome, objects=self.objects, parts=True)
+            )
         except BaseException as exc:
             self._raised(call_id, TypeError(f"the result cannot be sent to the caller: {exc}"))
             return
@@ -268,6 +326,18 @@ class Server:
         self.loop = asyncio.new_event_loop()
         self._loop_ready.set()
         self.loop.run_forever()
+
+
+def _name_key(payload: bytearray) -> bytes | None:
+    """The function a call names, as the bytes that name it: protocol 5 starts with
+    ``PROTO``, a ``FRAME`` and its length, the ``MARK`` of the call's tuple, then the
+    module and the name as short strings (``None`` if not)."""
+    if len(payload) < 15 or payload[11] != 0x28 or payload[12] != 0x8C:
+        return None
+    end = 14 + payload[13]
+    if len(payload) < end + 3 or payload[end] != 0x94 or payload[end + 1] != 0x8C:
+        return None
+    return bytes(payload[12 : end + 3 + payload[end + 2]])
 
 
 def _cancelled() -> BaseException:

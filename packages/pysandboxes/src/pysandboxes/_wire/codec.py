@@ -32,6 +32,7 @@ from pysandboxes._wire.events import (
     MAX_TEXT,
     Event,
 )
+from pysandboxes._wire.frames import LARGE, InPlace
 from pysandboxes._wire.values import (
     CONTAINERS,
     MAX_BYTES,
@@ -206,10 +207,13 @@ def decode_value(
             holding more than ``max_items`` objects or taking more than ``max_bytes``
             to rebuild, or a stream that is not a pickle of values.
     """
-    from pysandboxes._wire.prescan import CENSUS, WALK, prescan
+    if not _prescan:
+        from pysandboxes._wire import prescan as _module
 
+        _prescan.append(_module)
+    scan = _prescan[0]
     try:
-        found = prescan(
+        found = scan.prescan(
             payload,
             objects=objects is not None,
             max_depth=max_depth,
@@ -221,7 +225,9 @@ def decode_value(
         if named is None:
             raise
         raise RefusedValue(named) from None  # the class says more than the opcode
-    reader = _reader(census=bool(found & CENSUS))(io.BytesIO(payload))
+    # io.BytesIO copies a bytearray whole: a large payload is read where it is.
+    stream = InPlace(payload) if len(payload) >= LARGE else io.BytesIO(payload)
+    reader = _reader(census=bool(found & scan.CENSUS))(stream)
     reader.allowed = objects
     try:
         value = reader.load()
@@ -229,9 +235,13 @@ def decode_value(
         raise
     except Exception as exc:  # a malformed stream: any error the unpickler raises
         raise RefusedValue(f"not a valid result stream ({type(exc).__name__}: {exc})") from None
-    if found & WALK:
+    if found & scan.WALK:
         _check(value, max_depth, max_items, reader.built)
     return value
+
+
+#: ``prescan``, imported at the first result (it costs a start-up, and calls are many).
+_prescan: list[Any] = []
 
 
 def _named_class(payload: bytes | bytearray) -> str | None:

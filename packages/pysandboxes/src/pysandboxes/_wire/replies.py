@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import builtins
 import pickle
+import sys
 
+from pysandboxes._wire.frames import BLOBS, LARGE, Parts
 from pysandboxes._wire.values import CONTAINERS, SCALARS, VALUE_CLASSES
 
 TYPE_CHECKING = False
@@ -26,8 +28,10 @@ MAX_CHAIN = 32
 _MAX_TEXT = 64 * 1024
 
 
-def encode_result(value: object, *, objects: bool = False) -> bytes:
-    """The result as a pickle (protocol 5: large bytes are not copied again).
+def encode_result(value: object, *, objects: bool = False, parts: bool = False) -> Any:
+    """The result as a pickle (protocol 5: large bytes are not copied again); with
+    ``parts``, a large bytes or text result comes as ``frames.Parts`` (never copied into
+    one buffer).
 
     The caller's decoder accepts values only, each class through a maker that takes the
     arguments that class is pickled with; ``UUID`` and ``ZoneInfo`` are pickled by their
@@ -38,9 +42,13 @@ def encode_result(value: object, *, objects: bool = False) -> bytes:
     Raises:
         TypeError: an object that cannot cross as data, or refers to itself.
     """
-    if _unregistered:
+    if _unregistered and not _unregistered.keys().isdisjoint(sys.modules):
         _register_value_reducers()
     if not objects:
+        if parts and type(value) in BLOBS and len(value) >= LARGE:  # type: ignore[arg-type]
+            written = Parts()
+            pickle.Pickler(written, protocol=5).dump(value)
+            return written
         return pickle.dumps(value, protocol=5)
     import io
 
@@ -85,7 +93,6 @@ def _register_value_reducers() -> None:
     """Once ``uuid`` or ``zoneinfo`` is loaded (no instance exists before), pickle their
     instances by value: ``UUID(None, None, None, None, int)``, ``ZoneInfo(key)``."""
     import copyreg
-    import sys
 
     for module, name in list(_unregistered.items()):
         loaded = sys.modules.get(module)
