@@ -153,12 +153,7 @@ class Server:
             if cancelled:
                 self._raised(call_id, _cancelled())
             else:
-                self.pump.running.add(call_id)
-                token = current_call.set(call_id)
-                try:
-                    self._call(kind, call_id, payload)
-                finally:
-                    current_call.reset(token)
+                self._run(kind, call_id, payload)
             with self._calls_lock:
                 self._running -= 1
 
@@ -199,6 +194,10 @@ class Server:
         of gathered calls is read and started by one thread, none woken for each."""
         with self._calls_lock:
             self.calls[call_id] = _SYNC
+        self._run(kind, call_id, payload)
+
+    def _run(self, kind: int, call_id: int, payload: bytearray) -> None:
+        """Run one call on this thread, its output attributed to it."""
         self.pump.running.add(call_id)
         token = current_call.set(call_id)
         try:
