@@ -84,16 +84,18 @@ def _main(args: list[str] | None) -> int:
     return _run(invocation)
 
 
-def _first_run(request: Any) -> Any:
+def _first_run(request: Any, rules: Any) -> Any:
     """With no rule file, learning happens only when the user says so: asked at a
     terminal (``--learn`` answers yes in advance), refused without one. An interactive
-    session is never learned unasked: it starts under the template's rules."""
+    session is never learned unasked: it starts under the template's rules. ``rules``:
+    those of ``request``, read once for the whole run."""
     from pysandboxes._host.launchplan import learns_unasked, without_rule_file
     from pysandboxes._record import replace
 
-    if request.program.kind == "repl" and without_rule_file(request, os.getcwd(), os.environ):
+    here = os.getcwd()
+    if request.program.kind == "repl" and without_rule_file(request, here, os.environ, rules):
         return _template_session(request)
-    output = learns_unasked(request, os.getcwd(), os.environ)
+    output = learns_unasked(request, here, os.environ, rules)
     if output is None:
         return request
     if not (sys.stdin.isatty() and sys.stderr.isatty()):
@@ -133,7 +135,7 @@ def _template_session(request: Any) -> Any:
 
 def _run(invocation: object, *, show: bool = False) -> int:
     from pysandboxes._host.launch import run
-    from pysandboxes._host.launchplan import LaunchRequest
+    from pysandboxes._host.launchplan import LaunchRequest, load_rules
     from pysandboxes._wire.spec import Program
     from pysandboxes.errors import ConfigSyntaxError, OSLayerUnavailable
     from python_sb.argv import Invocation
@@ -155,10 +157,13 @@ def _run(invocation: object, *, show: bool = False) -> int:
             from python_sb.rules import show as show_rules
 
             return show_rules(request)
-        request = _first_run(request)
-        if request is None:
+        rules = load_rules(request, os.getcwd(), os.environ)
+        first = _first_run(request, rules)
+        if first is None:
             return NOTHING_RUN
-        return run(request)
+        # Whether it learns changes nothing of its rules; a template session has others.
+        same = (first.program, first.extra_rules) == (request.program, request.extra_rules)
+        return run(first, rules=rules if same else None)
     except ConfigSyntaxError as exc:
         from python_sb.errors import report
 

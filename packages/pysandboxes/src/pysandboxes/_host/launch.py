@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     import signal
     from collections.abc import Sequence
     from typing import Any
+
+    from pysandboxes._host.launchplan import Rules
 else:
     # The C module: signal's enums import enum, functools and collections, milliseconds
     # of every start of python-sb. The numbers and functions are the same.
@@ -132,7 +134,7 @@ WAITER = (
 )
 
 
-def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
+def run(request: LaunchRequest, *, cwd: str | None = None, rules: Rules | None = None) -> int:
     """Run the program under its rules; return its exit status, or die by its signal.
 
     After spawning the program this process replaces itself with the waiter, started
@@ -144,7 +146,7 @@ def run(request: LaunchRequest, *, cwd: str | None = None) -> int:
         OSLayerUnavailable: the kernel provider the rules ask for cannot run here.
     """
     cwd = os.path.abspath(cwd or os.getcwd())
-    spec, child_env, learning, watch = build_spec(request, cwd, os.environ)
+    spec, child_env, learning, watch = build_spec(request, cwd, os.environ, rules)
     try:
         spec, audit = start_audit(spec)
     except BaseException:

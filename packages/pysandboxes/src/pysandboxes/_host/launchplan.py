@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from pysandboxes._policy.discover import Discovery
     from pysandboxes._policy.model import Policy
 
+    #: The rules of a run, as ``load_rules`` finds and parses them.
+    Rules = tuple[Policy, Discovery]
+
 
 @record
 class LaunchRequest:
@@ -84,38 +87,46 @@ _NO_RULES = (
 )
 
 
-def learns_unasked(request: LaunchRequest, cwd: str, env: Mapping[str, str]) -> str | None:
+def learns_unasked(
+    request: LaunchRequest, cwd: str, env: Mapping[str, str], rules: Rules | None = None
+) -> str | None:
     """The rule file a run of ``request`` would learn into because there is none yet and
     nothing asked to learn; ``None`` when the run enforces rules or was asked to learn.
+    ``rules``: what ``load_rules`` gave for ``request``, if the caller has it.
 
     Raises:
         ConfigSyntaxError: the rules cannot be used.
     """
     if request.learn is not None:
         return None
-    policy, found = load_rules(request, cwd, env)
+    policy, found = rules or load_rules(request, cwd, env)
     if found.path is not None or policy.learn is not None:
         return None
     return learning_output(None, policy, found, cwd, given=bool(request.extra_rules))
 
 
-def without_rule_file(request: LaunchRequest, cwd: str, env: Mapping[str, str]) -> bool:
+def without_rule_file(
+    request: LaunchRequest, cwd: str, env: Mapping[str, str], rules: Rules | None = None
+) -> bool:
     """Whether a run of ``request`` finds no rule file and is not asked to learn (rules
-    given on the command line may be there: they are not a file).
+    given on the command line may be there: they are not a file). ``rules``: as for
+    ``learns_unasked``.
 
     Raises:
         ConfigSyntaxError: the rules cannot be used.
     """
     if request.learn is not None:
         return False
-    policy, found = load_rules(request, cwd, env)
+    policy, found = rules or load_rules(request, cwd, env)
     return found.path is None and policy.learn is None
 
 
-def load_rules(
-    request: LaunchRequest, cwd: str, env: Mapping[str, str]
-) -> tuple[Policy, Discovery]:
-    """Find and parse the rules of a run. Raises ``ConfigSyntaxError``."""
+def load_rules(request: LaunchRequest, cwd: str, env: Mapping[str, str]) -> Rules:
+    """Find and parse the rules of a run. Raises ``ConfigSyntaxError``.
+
+    They depend on the request's rule options and program, not on whether it learns: a
+    caller may load them once and hand them to each step of one run (``rules=``), which
+    then sees one reading of the files."""
     program = request.program
     found = discover(
         request.config,
@@ -129,12 +140,12 @@ def load_rules(
 
 
 def build_spec(
-    request: LaunchRequest, cwd: str, env: Mapping[str, str]
+    request: LaunchRequest, cwd: str, env: Mapping[str, str], rules: Rules | None = None
 ) -> tuple[LaunchSpec, dict[str, str], LearnRun | None, bytes]:
     """The child's spec and environment, the learning run if the run learns, and what the
     waiter checks at exit (``rulewatch``). The caller owns ``spec.tempdir`` and the
-    learning pipe, and removes them."""
-    policy, found = load_rules(request, cwd, env)
+    learning pipe, and removes them. ``rules``: as for ``learns_unasked``."""
+    policy, found = rules or load_rules(request, cwd, env)
     for warning in policy.warnings:  # problems that do not stop the run: shown at start
         print(f"python-sb: warning: {warning}", file=sys.stderr)
     selection = select(policy, env)  # OSLayerUnavailable: never a silent downgrade
