@@ -1,13 +1,13 @@
 """Partial mode, the trusted side: one sandboxed child and the calls it serves.
 
 ``Child`` starts complete mode's sandboxed interpreter with the rules, as ``python-sb``
-would, but its program is the call server (``_inside.server``) and it is linked to this
-process by a socket pair made here: no port, no token, nothing another process can
-reach. It runs in a process group of its own, tied to this process by a lifeline
-(``lifeline``): when this process ends, however, the kernel kills the group. One thread
-at a time reads the child's frames and hands each to the call waiting for it: a waiting
-caller, or a thread of this module's (``leading``); what the child sends is decoded by
-``_wire.codec`` alone, as values.
+would (``childstart``), but its program is the call server (``_inside.server``) and it
+is linked to this process by a socket pair made there: no port, no token, nothing
+another process can reach. It runs in a process group of its own, tied to this process
+by a lifeline (``lifeline``): when this process ends, however, the kernel kills the
+group. One thread at a time reads the child's frames and hands each to the call waiting
+for it: a waiting caller, or a thread of this module's (``leading``); what the child
+sends is decoded by ``_wire.codec`` alone, as values.
 
 At most once: a call is sent once. If the child ends, every call in flight fails with
 ``SandboxCrashed`` (how it ended, and the last lines it wrote on its standard error)
@@ -25,10 +25,8 @@ import socket
 import sys
 import threading
 
-from pysandboxes._host.auditlog import start_audit
-from pysandboxes._host.brokering import start_broker
 from pysandboxes._host.leading import Leadership, SyncWaiter
-from pysandboxes._host.lifeline import Lifeline, Tail, kill_group, reap
+from pysandboxes._host.lifeline import Tail, kill_group, reap
 from pysandboxes._host.output import Untagged
 from pysandboxes._wire import frames
 from pysandboxes.errors import SandboxCrashed, SandBoxError
@@ -43,7 +41,6 @@ if TYPE_CHECKING:
     from pysandboxes._wire.spec import LaunchSpec
 
 _START_TIMEOUT = 60.0
-_SPAWNING = threading.Lock()
 #: How long a cancelled call may take to end in the child before the child is replaced.
 CANCEL_GRACE = 1.0
 #: How long the thread reading replies looks for one before it sleeps (``frames.Reader``):
@@ -71,88 +68,27 @@ class Child:
         grace: float = 5.0,
         output: str = "auto",
     ) -> None:
-        from pysandboxes._host.launch import spawn
-        from pysandboxes._host.launchplan import build_spec
-        from pysandboxes._record import replace
-        from pysandboxes._wire.spec import ServeSpec
+        from pysandboxes._host.childstart import objects_mode, start
 
-        cwd = os.getcwd()
-        spec, child_env, learning, self._watch = build_spec(request, cwd, env)
-        spec, self._audit = start_audit(spec)
-        self.spec: LaunchSpec = spec
+        started = start(request, env, modules, workers)
+        self.spec: LaunchSpec = started.spec
+        self._watch = started.watch
+        self._audit = started.audit
+        learning = started.learning
         self._learning: LearnRun | None = learning
         self._collector: Any = None
         self.result_limit = result_limit
         self.grace = grace
         #: Where the calls' standard output goes (``sandboxes(output=...)``).
         self.output = output
-        mode = spec.policy.remote_result_mode
-        self.objects = mode is not None and mode.value == "objects"
+        self.objects = objects_mode(started.spec)
         #: A learning run's classes seen in results: name -> (the application's own, where).
         self.results_seen: dict[str, tuple[bool, str]] | None = {} if learning else None
-        ours, theirs = socket.socketpair()
-        files, path, names = modules
         #: The modules of @sandbox functions this child was started with (its program).
-        self.modules = frozenset(names)
-        # A learning run sends objects as data too: their classes are what it learns.
-        objects = self.objects or learning is not None
-        serving = ServeSpec(theirs.fileno(), workers, files, path, modules=names, objects=objects)
-        spec = replace(spec, serve=serving)
-        spec, broker = start_broker(spec)
-        errors_read, errors_write = os.pipe()
-        actions = [
-            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-            (os.POSIX_SPAWN_DUP2, errors_write, 2),
-        ]
-        self.pid = 0
-        self.lifeline = Lifeline()
-        try:
-            # Its ends are inheritable only while this child is spawned: a child another
-            # thread spawns meanwhile (another sandbox, the reaper) must not hold them,
-            # or this one's end would never be seen.
-            with _SPAWNING:
-                theirs.set_inheritable(True)
-                self.lifeline.inheritable(True)
-                if self._audit is not None:
-                    os.set_inheritable(self._audit.child_fd, True)
-                if broker is not None:
-                    os.set_inheritable(broker.theirs, True)
-                try:
-                    self.pid = spawn(
-                        spec,
-                        child_env,
-                        request.python_flags,
-                        cwd,
-                        file_actions=actions,
-                        detached=True,
-                    )
-                finally:
-                    theirs.close()
-                    os.close(errors_write)
-                    self.lifeline.inheritable(False)
-                    if broker is not None:
-                        broker.close_child_end()
-                self.lifeline.arm(self.pid, spec.tempdir)
-                if broker is not None:
-                    broker.serve(spec, self.pid)
-        except BaseException:
-            if self.pid:  # started, but not tied to this process: not left running
-                kill_group(self.pid)
-                os.waitpid(self.pid, 0)
-            os.close(errors_read)
-            ours.close()
-            if broker is not None:
-                broker.close_child_end()
-                os.close(broker.ours)
-            self.lifeline.release()
-            self._remove_tempdir()
-            raise
-        finally:
-            if learning is not None:
-                learning.close_child_end()
-            if self._audit is not None:
-                self._audit.close_child_end()
+        self.modules = frozenset(modules[2])
+        self.pid = started.pid
+        self.lifeline = started.lifeline
+        ours, errors_read = started.sock, started.errors
         self._writer = self._audit.writer("partial") if self._audit is not None else None
         if learning is not None:
             from pysandboxes._host.learning.conclude import Collector
@@ -197,7 +133,7 @@ class Child:
         try:
             from pysandboxes._host.limits import apply
 
-            apply(self.pid, spec.policy)
+            apply(self.pid, self.spec.policy)
         except OSError as exc:
             self.close(0.0)
             raise SandBoxError(f"the sandbox did not start: {exc}") from None
