@@ -124,6 +124,17 @@ def _threaded(call: object, threads: int, per_thread: int) -> tuple[float, list[
     return rate, sorted(x for mine in latencies for x in mine)
 
 
+def _tail_row(latencies: list[float]) -> tuple[str, str, str, str]:
+    """The row of a load's calls: their p99 against their median."""
+    median, p99 = statistics.median(latencies), _p99(latencies)
+    return (
+        "  a call's p99 / median",
+        f"{p99 * 1e6:.0f} / {median * 1e6:.0f} us",
+        f"{p99 / median:.2f}x median",
+        "5x median",
+    )
+
+
 def _p99(samples: list[float]) -> float:
     return samples[int(len(samples) * 0.99)]
 
@@ -247,27 +258,9 @@ def main() -> None:
     rows.append(("16 MiB argument", f"{arg16 * 1e3:.2f} ms", "", "40 ms"))
     rows.append(("16 MiB result", f"{result16 * 1e3:.2f} ms", "", "40 ms"))
     rows.append(("calls/s, 4 threads", f"{rate:,.0f}", "", ">= 10,000"))
-    thread_median = statistics.median(thread_latencies)
-    thread_p99 = _p99(thread_latencies)
-    rows.append(
-        (
-            "  a call's p99 / median",
-            f"{thread_p99 * us:.0f} / {thread_median * us:.0f} us",
-            f"{thread_p99 / thread_median:.2f}x median",
-            "5x median",
-        )
-    )
+    rows.append(_tail_row(thread_latencies))
     rows.append(("calls/s, 50 gathered (async)", f"{gathered:,.0f}", "", ">= 10,000"))
-    gather_median = statistics.median(gather_latencies)
-    gather_p99 = _p99(gather_latencies)
-    rows.append(
-        (
-            "  a call's p99 / median",
-            f"{gather_p99 * us:.0f} / {gather_median * us:.0f} us",
-            f"{gather_p99 / gather_median:.2f}x median",
-            "5x median",
-        )
-    )
+    rows.append(_tail_row(gather_latencies))
     rows.append(("idle child RSS", f"{rss / 1024:.1f} MiB", "", "25 MiB"))
     rows.append(("crash -> next call's result", f"{recovery * 1e3:.1f} ms", "", "80 ms"))
 
