@@ -2,9 +2,11 @@
 
 ``python-sb -c pass`` pays the interpreter's start, the guards' modules and the kernel
 layer. The guards judge without the heavy standard modules (``json``, ``threading``,
-``runpy``, ``signal``'s enums, ``importlib.util``): a program that wants one imports it,
-as under plain python. The cyclic collector waits until the walls are up, then the
-start-up's objects are frozen out of every later collection. Counted here, not timed:
+``runpy``, ``signal``'s enums, ``importlib.util``, the ``ctypes`` package: the kernel
+layer calls libc through ``_ctypes``): a program that wants one imports it, as under plain
+python. ``python-sb`` plans a run without ``re`` and ``ctypes``. The cyclic collector
+waits until the walls are up, then the start-up's objects are frozen out of every later
+collection. Counted here, not timed:
 ``benchmarks/complete.py`` times it.
 """
 
@@ -20,7 +22,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
     from conftest import Runner
 
-HEAVY = ["json", "threading", "signal"]
+# ctypes._endian: the real ctypes package (``import ctypes`` may give the stand-in).
+HEAVY = ["json", "threading", "signal", "ctypes._endian"]
 if sys.version_info < (3, 13):
     # 3.13 imports its frozen modules (these two) through marshal.loads, which the guards
     # charge to the program: the start-up loads them there.
@@ -55,3 +58,26 @@ def test_a_module_the_program_runs_with_dash_m_still_runs(sb: Runner, project: P
     result = sb("-m", "tool", "a", "b")
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout) == ["a", "b"]
+
+
+#: Planning a run: reading the rules and compiling the launch, as python-sb does first.
+PLAN_PROBE = """
+import os, sys
+from pysandboxes._host.launchplan import LaunchRequest, build_spec
+from pysandboxes._wire.spec import Program
+build_spec(LaunchRequest(program=Program("command", "pass", ())), os.getcwd(), os.environ, None)
+heavy = ("re", "ctypes", "json", "threading", "encodings.idna")
+print([name for name in heavy if name in sys.modules])
+"""
+
+
+def test_planning_a_run_loads_no_heavy_standard_module(project: Path) -> None:
+    (project / ".py-sandboxes").write_text(
+        "expose-ro=.\nnet=ALLOW|tcp|127.0.0.1|8000|OUT\nnet=ALLOW|tcp|localhost|8001|OUT\n"
+        "python-import=json\nenv=HOME=${HOME}\nos-sandbox=landlock\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-I", "-c", PLAN_PROBE], capture_output=True, text=True, cwd=project
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -75,9 +75,9 @@ def main() -> None:
     if provider == "subprocess":
         # No Landlock keeps the program from this process's memory, which is the
         # trusted side's: nothing of the same user may read or write it.
-        import ctypes
+        from pysandboxes._kernel import libc
 
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        libc.call("prctl", _PR_SET_DUMPABLE, 0, 0, 0, 0)
     snapshot = _read_all(int(watch)) if watch != "-" else b""
     adopting = sys.argv[7]
     if sys.argv[6] != "-":  # AF_UNIX addresses, judged here (see _host.unixbroker)
@@ -184,9 +184,9 @@ _PR_SET_CHILD_SUBREAPER = 36
 def adopt_orphans() -> None:
     """Make this process (python-sb, then the waiter it becomes) the reaper of every
     process the program leaves behind, however it detached them (setsid, double fork)."""
-    import ctypes
+    from pysandboxes._kernel import libc
 
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    libc.call("prctl", _PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def end_leftovers(patience: float = 10.0) -> list[int]:

@@ -41,16 +41,12 @@ def leave_session_keyring(provider: str) -> bool:
     number = _SYS_KEYCTL.get(os.uname().machine)
     if number is None:
         return False
-    import ctypes
+    from pysandboxes._kernel import libc
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    result = libc.syscall(
-        ctypes.c_long(number), ctypes.c_int(_KEYCTL_JOIN_SESSION_KEYRING), ctypes.c_void_p(None)
-    )
+    result = libc.call("syscall", number, _KEYCTL_JOIN_SESSION_KEYRING, None)
     if result >= 0:
         return True
-    code = ctypes.get_errno()
+    code = libc.errno()
     if code == errno.ENOSYS:
         return False  # built without keyrings: nothing to inherit
     raise OSLayerUnavailable(

@@ -17,7 +17,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 
+from pysandboxes._kernel import libc
 from pysandboxes._policy import plan as concerns
 from pysandboxes._policy.plan import AppliedLayer
 from pysandboxes.errors import OSLayerUnavailable
@@ -90,101 +92,54 @@ def _handled_fs(abi: int) -> int:
 class _Kernel:
     """The three system calls and ``prctl``, through libc; ``OSError`` on failure."""
 
-    def __init__(self) -> None:
-        import ctypes
-
-        self._ctypes = ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        self._syscall = libc.syscall
-        self._syscall.restype = ctypes.c_long
-        self._prctl = libc.prctl
-        self._prctl.restype = ctypes.c_int
-
-        class PathBeneath(ctypes.Structure):
-            _pack_ = 1  # the kernel's struct is packed: 12 bytes
-            _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
-
-        self._path_beneath = PathBeneath
+    # The kernel reads each attribute structure and writes none: they go as bytes, laid
+    # out as the kernel's (little-endian here, packed: a path rule is 12 bytes).
 
     def _check(self, result: int, what: str) -> int:
         if result < 0:
-            code = self._ctypes.get_errno()
+            code = libc.errno()
             raise OSError(code, f"{what}: {os.strerror(code)}")
         return result
 
     def abi(self) -> int:
-        c = self._ctypes
-        return self._check(
-            self._syscall(
-                c.c_long(_SYS_CREATE_RULESET),
-                None,
-                c.c_size_t(0),
-                c.c_uint32(_CREATE_RULESET_VERSION),
-            ),
-            "landlock_create_ruleset",
-        )
+        return _abi()
 
     def create_ruleset(self, fs: int, net: int, scoped: int, abi: int) -> int:
-        c = self._ctypes
-        attr = (c.c_uint64 * 3)(fs, net, scoped)
+        attr = b"".join(value.to_bytes(8, sys.byteorder) for value in (fs, net, scoped))
         # An older kernel knows a shorter struct and refuses non-zero fields it cannot read.
         size = 8 if abi < 4 else 16 if abi < 6 else 24
         return self._check(
-            self._syscall(
-                c.c_long(_SYS_CREATE_RULESET), c.byref(attr), c.c_size_t(size), c.c_uint32(0)
-            ),
-            "landlock_create_ruleset",
+            libc.call("syscall", _SYS_CREATE_RULESET, attr, size, 0), "landlock_create_ruleset"
         )
 
     def add_path(self, ruleset: int, fd: int, rights: int) -> None:
-        c = self._ctypes
-        attr = self._path_beneath(rights, fd)
+        attr = rights.to_bytes(8, sys.byteorder) + fd.to_bytes(4, sys.byteorder, signed=True)
         self._check(
-            self._syscall(
-                c.c_long(_SYS_ADD_RULE),
-                c.c_int(ruleset),
-                c.c_int(_RULE_PATH_BENEATH),
-                c.byref(attr),
-                c.c_uint32(0),
-            ),
+            libc.call("syscall", _SYS_ADD_RULE, ruleset, _RULE_PATH_BENEATH, attr, 0),
             "landlock_add_rule",
         )
 
     def add_ports(self, ruleset: int, ports: Iterable[int], right: int) -> None:
-        c = self._ctypes
-        attr = (c.c_uint64 * 2)(right, 0)
         for port in ports:
-            attr[1] = port
+            attr = right.to_bytes(8, sys.byteorder) + port.to_bytes(8, sys.byteorder)
             self._check(
-                self._syscall(
-                    c.c_long(_SYS_ADD_RULE),
-                    c.c_int(ruleset),
-                    c.c_int(_RULE_NET_PORT),
-                    c.byref(attr),
-                    c.c_uint32(0),
-                ),
+                libc.call("syscall", _SYS_ADD_RULE, ruleset, _RULE_NET_PORT, attr, 0),
                 "landlock_add_rule",
             )
 
     def restrict_self(self, ruleset: int) -> None:
-        c = self._ctypes
         # Without no_new_privs an unprivileged process may not restrict itself, and a
         # set-uid program run later could shed the restriction's meaning.
-        one, zero = c.c_ulong(1), c.c_ulong(0)
         self._check(
-            self._prctl(c.c_int(_PR_SET_NO_NEW_PRIVS), one, zero, zero, zero),
-            "prctl(PR_SET_NO_NEW_PRIVS)",
+            libc.call("prctl", _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)"
         )
-        self._check(
-            self._syscall(c.c_long(_SYS_RESTRICT_SELF), c.c_int(ruleset), c.c_uint32(0)),
-            "landlock_restrict_self",
-        )
+        self._check(libc.call("syscall", _SYS_RESTRICT_SELF, ruleset, 0), "landlock_restrict_self")
 
 
 def abi_version() -> int:
     """The Landlock ABI of this kernel; 0 when it has none (or has it disabled)."""
     try:
-        return _Kernel().abi()
+        return _abi()
     except OSError:
         return 0
 
@@ -192,10 +147,19 @@ def abi_version() -> int:
 def unavailable_reason() -> str | None:
     """Why Landlock cannot be used here, or ``None`` when it can."""
     try:
-        _Kernel().abi()
+        _abi()
     except OSError as exc:
         return _why(exc)
     return None
+
+
+def _abi() -> int:
+    """The kernel's answer to the version query: the trusted side asks it at every start."""
+    version = libc.call("syscall", _SYS_CREATE_RULESET, None, 0, _CREATE_RULESET_VERSION)
+    if version < 0:
+        code = libc.errno()
+        raise OSError(code, f"landlock_create_ruleset: {os.strerror(code)}")
+    return version
 
 
 def _why(exc: OSError) -> str:

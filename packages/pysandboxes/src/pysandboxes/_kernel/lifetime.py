@@ -33,11 +33,11 @@ from __future__ import annotations
 import os
 
 from pysandboxes._kernel import handoff as _handoff
+from pysandboxes._kernel import libc
 from pysandboxes._kernel.relay import WATCHED, wait
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import ctypes
     import signal
     from collections.abc import Callable, Iterable
 else:
@@ -252,13 +252,7 @@ def _end_as(status: int) -> None:
 
 
 def _prctl(option: int, value: int) -> None:
-    _libc().prctl(option, value, 0, 0, 0)
-
-
-def _libc() -> ctypes.CDLL:
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True)
+    libc.call("prctl", option, value, 0, 0, 0)
 
 
 def _forget_ctypes() -> None:

@@ -125,16 +125,15 @@ def mount_proc() -> bool:
 def _mount(
     source: str | None, target: str, kind: str | None, flags: int, data: str | None = None
 ) -> None:
-    import ctypes
+    from pysandboxes._kernel import libc
 
-    libc = ctypes.CDLL(None, use_errno=True)
     encoded = [os.fsencode(v) if v is not None else None for v in (source, target, kind, data)]
-    if libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3]) != 0:
-        code = ctypes.get_errno()
+    if libc.call("mount", encoded[0], encoded[1], encoded[2], flags, encoded[3]) != 0:
+        code = libc.errno()
         raise OSError(code, os.strerror(code), target)
 
 
 def _unmount(target: str) -> None:
-    import ctypes
+    from pysandboxes._kernel import libc
 
-    ctypes.CDLL(None, use_errno=True).umount2(os.fsencode(target), 2)  # MNT_DETACH
+    libc.call("umount2", os.fsencode(target), 2)  # MNT_DETACH

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import os
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    import ctypes
+from pysandboxes._kernel import libc
 
 NEWNS = 0x00020000
 NEWIPC = 0x08000000
@@ -36,15 +34,12 @@ def enter(flags: int) -> bool:
         OSError: the kernel refused both ways; ``errno`` is the second refusal's, the
             message names both.
     """
-    libc = _libc()
-    import ctypes
-
-    if libc.unshare(ctypes.c_int(flags)) == 0:
+    if libc.call("unshare", flags) == 0:
         return False
-    first = ctypes.get_errno()
+    first = libc.errno()
     uid, gid = os.getuid(), os.getgid()
-    if libc.unshare(ctypes.c_int(flags | NEWUSER)) != 0:
-        code = ctypes.get_errno()
+    if libc.call("unshare", flags | NEWUSER) != 0:
+        code = libc.errno()
         raise OSError(
             code,
             f"{os.strerror(first)}; with a user namespace: {os.strerror(code)} "
@@ -63,20 +58,11 @@ def drop_capabilities() -> None:
     Raises:
         OSError: the kernel refused.
     """
-    import ctypes
-
-    libc = _libc()
-    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)  # version, pid 0: this thread
-    data = (ctypes.c_uint32 * 6)()  # three sets of two 32-bit halves, all zero
-    if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
-        code = ctypes.get_errno()
+    header = libc.uint32s(_CAPABILITY_VERSION_3, 0)  # version, pid 0: this thread
+    data = libc.uint32s(0, 0, 0, 0, 0, 0)  # three sets of two 32-bit halves, all zero
+    if libc.call("capset", header, data) != 0:
+        code = libc.errno()
         raise OSError(code, f"cannot drop the namespace's capabilities: {os.strerror(code)}")
-
-
-def _libc() -> ctypes.CDLL:
-    import ctypes
-
-    return ctypes.CDLL(None, use_errno=True)
 
 
 def _write(path: str, text: str) -> None:

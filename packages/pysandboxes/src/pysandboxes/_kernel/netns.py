@@ -120,13 +120,12 @@ def drop_all_capabilities() -> None:
     Raises:
         OSLayerUnavailable: the kernel refused to clear them.
     """
-    import ctypes
+    from pysandboxes._kernel import libc
 
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # absent before 4.3
+    libc.call("prctl", _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # none before 4.3
     for capability in range(64):
-        if libc.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
-            code = ctypes.get_errno()
+        if libc.call("prctl", _PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            code = libc.errno()
             if code in (errno.EINVAL, errno.EPERM):
                 # Past the last capability this kernel knows, or no CAP_SETPCAP (bwrap
                 # dropped it already): nothing can raise the sets back in either case.

@@ -277,26 +277,18 @@ def apply(*, unix_sockets: bool = True, listen: bool = True) -> None:
     Raises:
         OSError: the kernel refused the filter.
     """
-    import ctypes
+    from pysandboxes._kernel import libc
 
     machine = os.uname().machine
     code = program(machine, unix_sockets=unix_sockets, listen=listen)
-    count = len(code) // 8
-    buffer = ctypes.create_string_buffer(code, len(code))
-
-    class Program(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    fprog = Program(count, ctypes.addressof(buffer))
-    prctl = ctypes.CDLL(None, use_errno=True).prctl
-    prctl.restype = ctypes.c_int
+    _kept, address = libc.pinned(code)  # the program must stay where fprog points
+    fprog = struct.pack("=HxxxxxxQ", len(code) // 8, address)  # struct sock_fprog
     for what, option, value, pointer in (
         ("prctl(PR_SET_NO_NEW_PRIVS)", _PR_SET_NO_NEW_PRIVS, 1, 0),
-        ("prctl(PR_SET_SECCOMP)", _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.addressof(fprog)),
+        ("prctl(PR_SET_SECCOMP)", _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog),
     ):
-        zero = ctypes.c_ulong(0)
-        if prctl(ctypes.c_int(option), ctypes.c_ulong(value), ctypes.c_ulong(pointer), zero, zero):
-            number = ctypes.get_errno()
+        if libc.call("prctl", option, value, pointer, 0, 0):
+            number = libc.errno()
             raise OSError(number, f"{what} failed: {os.strerror(number)}")
 
 

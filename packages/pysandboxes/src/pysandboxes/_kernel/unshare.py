@@ -60,23 +60,22 @@ def drop_capabilities() -> None:
     Raises:
         OSError: the kernel refused.
     """
-    import ctypes
+    from pysandboxes._kernel import libc
 
-    libc = ctypes.CDLL(None, use_errno=True)
     # No exec may gain a capability back (set-user-ID or file capabilities) either.
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise _error(ctypes.get_errno(), "set no_new_privs")
+    if libc.call("prctl", _PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise _error(libc.errno(), "set no_new_privs")
     for number in range(_last_capability() + 1):  # needs CAP_SETPCAP: before the sets
-        if libc.prctl(_PR_CAPBSET_DROP, number, 0, 0, 0) != 0:
-            code = ctypes.get_errno()
+        if libc.call("prctl", _PR_CAPBSET_DROP, number, 0, 0, 0) != 0:
+            code = libc.errno()
             if code in (errno.EPERM, errno.EINVAL):
                 break  # not held (an unprivileged user's exec cleared the sets), or the end
             raise _error(code, "drop the bounding set")
-    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # none on old kernels
-    header = (ctypes.c_uint32 * 2)(_CAPABILITY_VERSION_3, 0)
-    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable: all zero
-    if libc.capset(ctypes.byref(header), ctypes.byref(data)) != 0:
-        raise _error(ctypes.get_errno(), "clear the capability sets")
+    libc.call("prctl", _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)  # none on old kernels
+    header = libc.uint32s(_CAPABILITY_VERSION_3, 0)
+    data = libc.uint32s(0, 0, 0, 0, 0, 0)  # effective, permitted, inheritable: all zero
+    if libc.call("capset", header, data) != 0:
+        raise _error(libc.errno(), "clear the capability sets")
 
 
 def _last_capability() -> int:
