@@ -15,9 +15,11 @@ from pysandboxes import errors
 PUBLIC = [
     "ConfigRefusedError",
     "ConfigSyntaxError",
+    "Decision",
     "EvalInterrupted",
     "EvalSyntaxRejected",
     "OSLayerUnavailable",
+    "PermissionRequest",
     "RemoteError",
     "RuleApiPermissionError",
     "RuleEvalPermissionError",

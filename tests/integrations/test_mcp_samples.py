@@ -209,3 +209,45 @@ def test_a_call_the_client_cancels_is_cancelled_in_the_sandbox(
             assert text(page) == f"page /b of port {served.allowed}"
 
     drive(client)
+
+
+# -- permission prompts: the tool asks the client's user (elicitation) ---------------------
+
+
+def test_a_refused_read_is_asked_of_the_client_user_accept_once_then_decline(
+    tmp_path: Path,
+) -> None:
+    from mcp import ClientSession, stdio_client, types
+
+    notes = sample("prompts", tmp_path)
+    note = tmp_path / "note.txt"
+    note.write_text("dear diary")
+    assert note.read_text() == "dear diary"  # the positive control: the client reads it
+    asked: list[str] = []
+    answers = [
+        types.ElicitResult(action="accept", content={"allow": True}),
+        types.ElicitResult(action="decline"),
+    ]
+
+    async def elicit(context: Any, params: Any) -> Any:
+        asked.append(params.message)
+        return answers[len(asked) - 1]
+
+    async def client() -> None:
+        copy = notes / "stdout.copy"
+        with (notes / "stderr.log").open("w") as errlog:
+            params = server_parameters([sys.executable, "server.py"], notes, copy, base_env())
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write, elicitation_callback=elicit) as session,
+            ):
+                await session.initialize()
+                allowed = await session.call_tool("read_note", {"path": str(note)})
+                assert (allowed.is_error, text(allowed)) == (False, "dear diary")
+                declined = await session.call_tool("read_note", {"path": str(note)})
+                assert declined.is_error
+                assert f"expose-ro={note}" in text(declined), text(declined)
+        assert protocol_lines(copy)
+
+    drive(client)
+    assert asked == [f"The tool wants to read {note}. Allow it once?"] * 2

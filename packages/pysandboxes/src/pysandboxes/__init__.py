@@ -66,8 +66,12 @@ if TYPE_CHECKING:
     from pysandboxes._api.partial import run as run
     from pysandboxes._api.partial import sandboxes as sandboxes
     from pysandboxes._api.report import enforcement_report as enforcement_report
+    from pysandboxes._policy.prompts import Decision as Decision
+    from pysandboxes._policy.prompts import PermissionRequest as PermissionRequest
 
 _ENTRY_POINTS = {
+    "Decision": "pysandboxes._policy.prompts",
+    "PermissionRequest": "pysandboxes._policy.prompts",
     "enforcement_report": "pysandboxes._api.report",
     "guarded_eval": "pysandboxes._api.evaluation",
     "run": "pysandboxes._api.partial",
@@ -96,9 +100,11 @@ def load_ipython_extension(ipython: object) -> None:
 __all__ = [
     "ConfigRefusedError",
     "ConfigSyntaxError",
+    "Decision",
     "EvalInterrupted",
     "EvalSyntaxRejected",
     "OSLayerUnavailable",
+    "PermissionRequest",
     "RemoteError",
     "RuleApiPermissionError",
     "RuleEvalPermissionError",

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
     from pysandboxes._host.calls import Timeout
     from pysandboxes._host.partial import Child
+    from pysandboxes._host.prompts import CallbackDecider
+    from pysandboxes._policy.prompts import Decision, PermissionRequest
 
     T = TypeVar("T")
 
@@ -77,6 +79,13 @@ class sandboxes:
             default): ``sys.stdout``, unless the application serves the MCP protocol on
             its standard output (the ``mcp`` SDK's stdio server is loaded), then
             ``sys.stderr``. Standard error always goes to ``sys.stderr``.
+        on_request: asked, in this process, about each access the rules refuse that
+            someone may allow (``pysandboxes.PermissionRequest``), instead of refusing
+            it at once; returns a ``pysandboxes.Decision`` (sync or async). An allowed
+            file or connection is opened here and handed over: the kernel wall does not
+            widen. An exception, a timeout or anything but a ``Decision`` denies. Not
+            while learning (nothing is refused). See docs/prompts.md.
+        on_request_timeout: the most seconds ``on_request`` may take to answer.
         **extra_rules: more rules, ``_`` for ``-`` in keys: ``expose_ro="./data"``,
             ``os_sandbox="bwrap"``; a list repeats the key.
     """
@@ -96,6 +105,8 @@ class sandboxes:
         max_restarts: int = 5,
         restart_window: float = 60.0,
         output: str = "auto",
+        on_request: Callable[[PermissionRequest], Decision | Awaitable[Decision]] | None = None,
+        on_request_timeout: float = 300.0,
         **extra_rules: object,
     ) -> None:
         if output not in ("auto", "stdout", "stderr"):
@@ -103,6 +114,8 @@ class sandboxes:
                 f"sandboxes(output=...) takes 'auto', 'stdout' or 'stderr', not {output!r}"
             )
         self.output = output
+        self.on_request = on_request
+        self.on_request_timeout = on_request_timeout
         if profile is not None and not isinstance(profile, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise TypeError(f"profile must be a name (str), not {type(profile).__name__}")
         self.init_fn = init_fn
@@ -194,6 +207,7 @@ class sandboxes:
             result_limit=self.result_limit,
             grace=self.grace,
             output=self.output,
+            prompts=self._prompts(),
         )
         if self.init_fn is not None:
             from pysandboxes._host.calls import wait
@@ -206,6 +220,14 @@ class sandboxes:
                 child.close(0.0)
                 raise outcome  # init_fn's own exception, with its remote traceback
         return child
+
+    def _prompts(self) -> CallbackDecider | None:
+        """A child's answers to its permission requests (each child asks afresh)."""
+        if self.on_request is None or self.learn is not None:
+            return None
+        from pysandboxes._host.prompts import CallbackDecider
+
+        return CallbackDecider(self.on_request, self.on_request_timeout)
 
     def _running(self, module: str = "") -> Child:
         """The child, or a fresh one when the last ended (its calls failed, never rerun)

@@ -46,6 +46,7 @@ class Started:
         learning: the learning run, when it learns.
         audit: the decision log's run, when it has one.
         watch: what ``rulewatch`` checks when it ends.
+        asks: this process's end of the permission requests' socket, when prompting.
     """
 
     spec: LaunchSpec
@@ -56,6 +57,7 @@ class Started:
     learning: LearnRun | None
     audit: AuditRun | None
     watch: bytes
+    asks: socket.socket | None = None
 
 
 def objects_mode(spec: LaunchSpec) -> bool:
@@ -69,9 +71,11 @@ def start(
     env: Mapping[str, str],
     modules: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]],
     workers: int,
+    prompting: bool = False,
 ) -> Started:
     """Spawn a child serving the ``@sandbox`` functions of ``modules`` (their files, the
-    path they import from, their names) with ``workers`` workers.
+    path they import from, their names) with ``workers`` workers;
+    ``prompting``: with a socket for its permission requests.
 
     Raises:
         ConfigSyntaxError: the rules cannot be used; nothing was started.
@@ -92,6 +96,10 @@ def start(
     serving = ServeSpec(theirs.fileno(), workers, files, path, modules=names, objects=objects)
     spec = replace(spec, serve=serving)
     spec, broker = start_broker(spec)
+    asks = asked = None
+    if prompting:  # one message per request: the kernel keeps the bounds
+        asks, asked = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        spec = replace(spec, ask_fd=asked.fileno())
     errors_read, errors_write = os.pipe()
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -111,12 +119,16 @@ def start(
                 os.set_inheritable(audit.child_fd, True)
             if broker is not None:
                 os.set_inheritable(broker.theirs, True)
+            if asked is not None:
+                asked.set_inheritable(True)
             try:
                 pid = spawn(
                     spec, child_env, request.python_flags, cwd, file_actions=actions, detached=True
                 )
             finally:
                 theirs.close()
+                if asked is not None:
+                    asked.close()
                 os.close(errors_write)
                 lifeline.inheritable(False)
                 if broker is not None:
@@ -130,6 +142,10 @@ def start(
             os.waitpid(pid, 0)
         os.close(errors_read)
         ours.close()
+        if asks is not None:
+            asks.close()
+            if asked is not None:
+                asked.close()
         if broker is not None:
             broker.close_child_end()
             os.close(broker.ours)
@@ -144,4 +160,4 @@ def start(
             learning.close_child_end()
         if audit is not None:
             audit.close_child_end()
-    return Started(spec, pid, ours, errors_read, lifeline, learning, audit, watch)
+    return Started(spec, pid, ours, errors_read, lifeline, learning, audit, watch, asks)

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
     from pysandboxes._host.launchplan import LaunchRequest
     from pysandboxes._host.learning.plan import LearnRun
+    from pysandboxes._host.prompts import CallbackDecider
     from pysandboxes._wire.spec import LaunchSpec
 
 _START_TIMEOUT = 60.0
@@ -67,10 +68,11 @@ class Child:
         result_limit: int,
         grace: float = 5.0,
         output: str = "auto",
+        prompts: CallbackDecider | None = None,
     ) -> None:
         from pysandboxes._host.childstart import objects_mode, start
 
-        started = start(request, env, modules, workers)
+        started = start(request, env, modules, workers, prompting=prompts is not None)
         self.spec: LaunchSpec = started.spec
         self._watch = started.watch
         self._audit = started.audit
@@ -95,6 +97,14 @@ class Child:
 
             self._collector = Collector(learning.read_fd)
         self.sock = ours
+        #: Partial mode's answers to permission requests (``_host.prompts``), or ``None``.
+        self.prompts = prompts
+        self._broker = None
+        if prompts is not None and started.asks is not None:
+            from pysandboxes._host.prompts import Broker
+
+            self._broker = Broker(started.asks, self.spec, prompts, self._asking, self._writer)
+            self._broker.start()
         self._send_lock = threading.Lock()
         self._ids = itertools.count(1)
         self._waiters: dict[int, Any] = {}
@@ -189,7 +199,14 @@ class Child:
         self.leadership.close()  # the end is read, the calls in flight fail
         self.retire("a thread reading its replies was interrupted")
 
+    def _asking(self, call_id: int) -> bool:
+        """Whether ``call_id`` is a call in flight, which may ask a question."""
+        waiter = self._waiters.get(call_id)
+        return waiter is not None and not isinstance(waiter, _Watch)
+
     def _forget(self, call_id: int) -> None:
+        if self.prompts is not None:
+            self.prompts.forget(call_id)
         with self._changed:
             self._waiters.pop(call_id, None)
             if self._closed:  # closing waits for the calls in flight
@@ -227,6 +244,8 @@ class Child:
         else:
             payload = pickle.dumps(call, protocol=5)
         call_id = next(self._ids)
+        if self.prompts is not None:
+            self.prompts.remember(call_id, type(waiter) is not SyncWaiter)
         self._waiters[call_id] = waiter
         self.leadership.activity += 1
         if self.ended is not None:
@@ -317,6 +336,8 @@ class Child:
             kill_group(self.pid)
             self._reaped.wait(5.0)
         self.sock.close()
+        if self._broker is not None:
+            self._broker.close()
         self._remove_tempdir()
         self.lifeline.release()
         self._check_rule_files()

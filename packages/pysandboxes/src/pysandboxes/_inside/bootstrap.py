@@ -80,6 +80,14 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         from pysandboxes._inside.auditing import start_log
 
         enforcer, log = start_log(spec.audit, enforcer, api, policy, spec)
+    asking = None
+    if spec.ask_fd >= 0 and spec.learning is None:
+        # Prompting: a refusal is asked about first; a denial is today's (logged) one.
+        from pysandboxes._inside.asking import Asking, Channel
+        from pysandboxes._inside.capture import current_call
+
+        asker = Channel(spec.ask_fd)
+        enforcer = asking = Asking(asker, enforcer, os.getcwd(), current_call.get)
     seen = _exposures(policy, spec.implicit, roots, program)
     judge = FileJudge(seen, policy.ignore, spec.protected)
     # Landlock (also under unshare) lists only exposed directories: so does the guard.
@@ -161,6 +169,10 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     # Before the hook, which guards the functions these build (and judges their making).
     dnspins.install(policy.pins, sealed_globals)
     filewraps.install(files.workdir, sealed_globals)
+    if asking is not None:
+        from pysandboxes._inside.asking import install_grants
+
+        install_grants(asking)
     if patch is not None:
         installed = [r for r in roots if "-packages" in r]
         ambient = patch.ambient_files(os.path.dirname(os.__file__), installed)

@@ -8,6 +8,8 @@ values, with bounded sizes, and never run code the child chose.
   file, is the trusted side's decision (``_host.learning.rules``).
 - Decisions of the Python layer (``decode_decisions``): wire lines of known fields,
   which the trusted side writes to the decision log.
+- Permission requests (``decode_ask``): one message of known fields, which the trusted
+  side judges itself before it asks anybody (``_host.prompts``).
 - Partial mode's results and exceptions (``decode_value``): pickles read opcode by
   opcode before anything is built (``prescan``), then rebuilt from the allowlist of
   value types, each through a maker that checks its arguments (``makers``), and with
@@ -22,6 +24,7 @@ import json
 from collections import deque as _DEQUE
 from time import struct_time as _STRUCT_TIME
 
+from pysandboxes._wire import asks as _asks
 from pysandboxes._wire import decisions as _decisions
 from pysandboxes._wire.events import (
     FAMILIES,
@@ -179,6 +182,35 @@ def decode_decisions(data: bytes) -> tuple[list[_decisions.Decision], bytes, int
         else:
             found.append(decision)
     return found, pending, dropped
+
+
+def decode_ask(data: bytes) -> _asks.Ask | None:
+    """The permission request a message holds, or ``None`` when it is not a well-formed
+    one (``_wire.asks``): the trusted side then refuses it, asking nobody."""
+    fields = _json_object(data, _asks.MAX_ASK)
+    if fields is None or not _asks.FIELDS.issuperset(fields):
+        return None
+    call, kind, operation = fields.get("c"), _text(fields.get("k")), _text(fields.get("a"))
+    resource, where = _text(fields.get("n"), limit=_asks.MAX_TEXT), _text(fields.get("w", ""))
+    flags, proto, port = fields.get("o", 0), fields.get("p", ""), fields.get("port", 0)
+    if type(call) is not int or not 0 <= call < 1 << 62 or not resource or where is None:
+        return None
+    if kind not in _asks.KINDS or operation is None:
+        return None
+    if kind == "call":
+        from pysandboxes._policy.registry import CATEGORIES
+
+        if operation not in CATEGORIES:
+            return None
+    elif operation not in _asks.KINDS[kind]:
+        return None
+    if type(flags) is not int or not 0 <= flags < 1 << 31 or (flags and kind != "file"):
+        return None
+    if type(port) is not int or not 0 <= port <= 65535 or proto not in ("", "tcp"):
+        return None
+    if (kind == "net") != (proto == "tcp" and port > 0):
+        return None
+    return _asks.Ask(call, kind, resource, operation, where, flags, str(proto), port)
 
 
 def decode_value(

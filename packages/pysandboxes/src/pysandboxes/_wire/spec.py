@@ -190,6 +190,8 @@ class LaunchSpec:
         audit: set when the run keeps a decision log (see ``AuditSpec``).
         broker_fd: the socket broker's channel (``_kernel.unixbroker``), ``-1`` when
             the run has no broker.
+        ask_fd: the permission requests' socket (``_wire.asks``), ``-1`` when nobody
+            answers them (prompting is off).
     """
 
     policy: Policy
@@ -206,6 +208,7 @@ class LaunchSpec:
     serve: ServeSpec | None = None
     audit: AuditSpec | None = None
     broker_fd: int = -1
+    ask_fd: int = -1
 
 
 def named_descriptors(spec: LaunchSpec) -> tuple[int, ...]:
@@ -215,6 +218,7 @@ def named_descriptors(spec: LaunchSpec) -> tuple[int, ...]:
     named.append(spec.audit.fd if spec.audit is not None else -1)
     named.append(spec.learning.event_fd if spec.learning is not None else -1)
     named.append(spec.broker_fd)
+    named.append(spec.ask_fd)
     return tuple(fd for fd in named if fd > 2)
 
 
