@@ -11,9 +11,9 @@ from pathlib import Path
 
 from partiallab import App  # type: ignore[import-not-found]
 
-RULES = "python-import=os, stat, socket, time, asyncio\n"
+RULES = "python-import=os, stat, socket, time, asyncio, threading\n"
 TOOLS = """
-    import asyncio, os, socket, stat, time
+    import asyncio, os, socket, stat, threading, time
     from pysandboxes import sandbox
 
     PROCESS = os.urandom(8).hex()
@@ -176,3 +176,73 @@ def test_an_interrupted_reader_replaces_the_child_and_runs_nothing_twice(
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["interrupted", "next True", "ran 1"]
+
+
+def test_a_call_sent_alone_cant_keep_a_second_caller_waiting_behind_it(app: App) -> None:
+    # The worker that reads a call sent alone runs it without passing its turn to read:
+    # a call sent meanwhile (from another thread) must be read and answered all the same.
+    # Here the first call can only end once the second has run in the child.
+    _rules(app)
+    result = app.run(
+        """
+        import threading, tools
+        from pysandboxes import sandboxes
+        done = []
+        with sandboxes():
+            tools.pid()
+            held = threading.Thread(target=lambda: done.append(tools.held() and "held"))
+            held.start()
+            while not tools.holding():  # the held call runs (sent alone)
+                pass
+            done.append(tools.release() and "second")
+            held.join()
+        print(done)
+        """,
+        TOOLS
+        + """
+    _gate = threading.Event()
+    _holding = threading.Event()
+
+    @sandbox
+    def held():
+        _holding.set()
+        return _gate.wait(60)
+
+    @sandbox
+    def holding():
+        return _holding.is_set()
+
+    @sandbox
+    def release():
+        _gate.set()
+        return True
+""",
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["['second', 'held']"]
+
+
+def test_a_call_sent_alone_gets_credit_for_more_output_than_the_window(app: App) -> None:
+    # Its output waits for credit past the window: the credit comes while the call runs
+    # alone, so a worker must be relieved to read it, or the call never ends.
+    _rules(app)
+    result = app.run(
+        """
+        import tools
+        from pysandboxes import sandboxes
+        with sandboxes():
+            print("lines", tools.lines(200_000))
+        """,
+        TOOLS
+        + """
+    @sandbox
+    def lines(count):
+        for number in range(count):
+            print("x" * 40, number)
+        return count
+""",
+    )
+    assert result.returncode == 0, result.stderr
+    out = result.stdout.splitlines()
+    assert len(out) == 200_001
+    assert out[-1] == "lines 200000"

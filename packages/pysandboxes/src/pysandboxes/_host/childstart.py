@@ -47,6 +47,7 @@ class Started:
         audit: the decision log's run, when it has one.
         watch: what ``rulewatch`` checks when it ends.
         asks: this process's end of the permission requests' socket, when prompting.
+        relief: the write end of the child's relief pipe (``ServeSpec.relief``).
     """
 
     spec: LaunchSpec
@@ -58,6 +59,7 @@ class Started:
     audit: AuditRun | None
     watch: bytes
     asks: socket.socket | None = None
+    relief: int = -1
 
 
 def objects_mode(spec: LaunchSpec) -> bool:
@@ -93,7 +95,10 @@ def start(
     files, path, names = modules
     # A learning run sends objects as data too: their classes are what it learns.
     objects = objects_mode(spec) or learning is not None
-    serving = ServeSpec(theirs.fileno(), workers, files, path, modules=names, objects=objects)
+    relief_read, relief = os.pipe()
+    serving = ServeSpec(
+        theirs.fileno(), workers, files, path, modules=names, objects=objects, relief=relief_read
+    )
     spec = replace(spec, serve=serving)
     spec, broker = start_broker(spec)
     asks = asked = None
@@ -114,6 +119,7 @@ def start(
         # this one's end would never be seen.
         with _SPAWNING:
             theirs.set_inheritable(True)
+            os.set_inheritable(relief_read, True)
             lifeline.inheritable(True)
             if audit is not None:
                 os.set_inheritable(audit.child_fd, True)
@@ -127,6 +133,7 @@ def start(
                 )
             finally:
                 theirs.close()
+                os.close(relief_read)
                 if asked is not None:
                     asked.close()
                 os.close(errors_write)
@@ -141,6 +148,7 @@ def start(
             kill_group(pid)
             os.waitpid(pid, 0)
         os.close(errors_read)
+        os.close(relief)
         ours.close()
         if asks is not None:
             asks.close()
@@ -160,4 +168,4 @@ def start(
             learning.close_child_end()
         if audit is not None:
             audit.close_child_end()
-    return Started(spec, pid, ours, errors_read, lifeline, learning, audit, watch, asks)
+    return Started(spec, pid, ours, errors_read, lifeline, learning, audit, watch, asks, relief)

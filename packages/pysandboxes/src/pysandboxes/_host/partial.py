@@ -22,9 +22,9 @@ import itertools
 import os
 import pickle
 import socket
-import sys
 import threading
 
+from pysandboxes._host.childend import check_rule_files, conclude_learning, remove_tempdir
 from pysandboxes._host.leading import Leadership, SyncWaiter
 from pysandboxes._host.lifeline import Tail, kill_group, reap
 from pysandboxes._host.output import Untagged
@@ -106,6 +106,9 @@ class Child:
             self._broker = Broker(started.asks, self.spec, prompts, self._asking, self._writer)
             self._broker.start()
         self._send_lock = threading.Lock()
+        #: The child's relief pipe, and the call sent alone that runs there (0: none).
+        self._relief = started.relief
+        self._alone = 0
         self._ids = itertools.count(1)
         self._waiters: dict[int, Any] = {}
         self._changed = threading.Condition()
@@ -147,8 +150,6 @@ class Child:
         except OSError as exc:
             self.close(0.0)
             raise SandBoxError(f"the sandbox did not start: {exc}") from None
-
-    # -- reading -------------------------------------------------------------------------
 
     def _read_errors(self, fd: int) -> None:
         """What the child writes on its first standard error: errors before it serves,
@@ -205,6 +206,8 @@ class Child:
         return waiter is not None and not isinstance(waiter, _Watch)
 
     def _forget(self, call_id: int) -> None:
+        if call_id == self._alone:  # its reply came: the child's worker reads again
+            self._alone = 0
         if self.prompts is not None:
             self.prompts.forget(call_id)
         with self._changed:
@@ -233,8 +236,6 @@ class Child:
         for waiter in waiters.values():
             self.leadership.put(waiter, (CRASHED, crashed))
 
-    # -- calling -------------------------------------------------------------------------
-
     def send_call(self, kind: int, call: tuple[Any, ...], waiter: Any) -> int:
         """Send a call once; its items go to ``waiter``. Returns its id."""
         payload: bytes | frames.Parts
@@ -253,7 +254,10 @@ class Child:
             raise self.ended
         try:
             with self._send_lock:
-                frames.send(self.sock, kind, call_id, payload)
+                # Alone in flight: its reader in the child runs it, waking none (``_relieve``)
+                if kind == frames.CALL and len(self._waiters) == 1 and not self._alone:
+                    kind, self._alone = frames.CALL_ALONE, call_id
+                self._send(kind, call_id, payload)
         except OSError:
             self._forget(call_id)
             self.leadership.close()  # the end is read, the child reaped
@@ -263,12 +267,27 @@ class Child:
             self.leadership.wake_background()  # it cannot read for itself
         return call_id
 
+    def _send(self, kind: int, call_id: int, payload: bytes | frames.Parts = b"") -> None:
+        """Send a frame (the send lock held); a call sent alone runs: relieve first."""
+        if self._alone and kind != frames.CALL_ALONE:
+            self._relieve()
+        frames.send(self.sock, kind, call_id, payload)
+
+    def _relieve(self) -> None:
+        """While a call sent alone runs, nobody in the child reads: a byte on the relief
+        pipe has a worker read again (see ``_inside.turns``)."""
+        self._alone = 0
+        try:
+            os.write(self._relief, b"\0")
+        except OSError:
+            pass  # the child is gone: its end is read, nothing waits
+
     def credit(self, call_id: int, taken: int) -> None:
         """Tell the child the caller took ``taken`` bytes of the call's output: it may
         send that much more (``_host.output``)."""
         try:
             with self._send_lock:
-                frames.send(self.sock, frames.CREDIT, call_id, frames.CREDIT_COUNT.pack(taken))
+                self._send(frames.CREDIT, call_id, frames.CREDIT_COUNT.pack(taken))
         except OSError:
             pass  # the child is gone: nothing waits for credit any more
 
@@ -283,7 +302,7 @@ class Child:
             self._waiters[call_id] = watch
         try:
             with self._send_lock:
-                frames.send(self.sock, frames.CANCEL, call_id)  # it may not have started
+                self._send(frames.CANCEL, call_id)  # it may not have started
         except OSError:
             return  # the child is gone: nothing runs any more
         self.leadership.wake_background()  # the watch's items are read
@@ -302,8 +321,6 @@ class Child:
         arguments = (self.grace, reason, True)
         thread = threading.Thread(target=self.close, args=arguments, daemon=True)
         thread.start()
-
-    # -- closing -------------------------------------------------------------------------
 
     def close(
         self, grace: float = 5.0, reason: str = "sandboxes() was left", kill: bool = False
@@ -331,6 +348,10 @@ class Child:
             self.sock.shutdown(socket.SHUT_WR)
         except OSError:
             pass
+        with self._send_lock:  # its end read: a worker reads the end of the connection
+            if self._relief >= 0:
+                os.close(self._relief)
+                self._relief = -1
         self.leadership.close()  # the end is read, the child reaped
         if not self._reaped.wait(2.0):
             kill_group(self.pid)
@@ -338,53 +359,17 @@ class Child:
         self.sock.close()
         if self._broker is not None:
             self._broker.close()
-        self._remove_tempdir()
+        remove_tempdir(self.spec)
         self.lifeline.release()
-        self._check_rule_files()
+        check_rule_files(self._watch)
         if self._audit is not None and self._writer is not None:
             self._audit.conclude(self._writer)
-        self._conclude()
+        learning, self._learning = self._learning, None
+        if learning is not None and self._collector is not None:
+            conclude_learning(learning, self._collector, self.results_seen, self.spec)
 
     def _calls_in_flight(self) -> bool:
         return any(not isinstance(w, _Watch) for w in self._waiters.values())
-
-    def _check_rule_files(self) -> None:
-        """Set back the rules of the next run if the child changed or planted one (see
-        ``_host.rulewatch``), saying so on stderr."""
-        if not self._watch:
-            return
-        from pysandboxes._host.rulewatch import check
-
-        try:
-            changed = check(self._watch)
-        except Exception as exc:  # a bug here must not cost the application its exit
-            changed = [f"the rule files could not be checked ({exc!r}): review them"]
-        for message in changed:
-            print(f"pysandboxes: {message}", file=sys.stderr)
-
-    def _remove_tempdir(self) -> None:
-        if self.spec.tempdir:
-            from pysandboxes._host.waiter import remove_tree
-
-            remove_tree(self.spec.tempdir)
-
-    def _conclude(self) -> None:
-        learning, collector = self._learning, self._collector
-        if learning is None or collector is None:
-            return
-        self._learning = None
-        from pysandboxes._host.learning.conclude import conclude, show
-        from pysandboxes._wire.events import Event
-
-        seen = [
-            Event("result", name, "own" if own else "named", where=where)
-            for name, (own, where) in (self.results_seen or {}).items()
-        ]
-        spec = self.spec
-        plan = learning.plan(os.getcwd(), os.environ, spec.policy, spec.protected, partial=True)
-        summary = conclude(plan, collector.finish(), seen)
-        if summary is not None:
-            show(summary)
 
 
 class _Watch:

@@ -24,6 +24,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 
@@ -100,3 +101,33 @@ def load_call(payload: bytes | bytearray) -> tuple[str, str, tuple[Any, ...], di
     else:  # plain values only: the C loader at once, which then raises no event
         module, qualname, args, kwargs = _loads(payload)
     return module, qualname, args, kwargs
+
+
+def name_key(payload: bytearray) -> bytes | None:
+    """The function a call names, as the bytes that name it: protocol 5 starts with
+    ``PROTO``, a ``FRAME`` and its length, the ``MARK`` of the call's tuple, then the
+    module and the name as short strings (``None`` if not)."""
+    if len(payload) < 15 or payload[11] != 0x28 or payload[12] != 0x8C:
+        return None
+    end = 14 + payload[13]
+    if len(payload) < end + 3 or payload[end] != 0x94 or payload[end + 1] != 0x8C:
+        return None
+    return bytes(payload[12 : end + 3 + payload[end + 2]])
+
+
+_resolved: dict[tuple[str, str], Callable[..., Any]] = {}
+
+
+def resolve(module: str, qualname: str, *, init: bool = False) -> Callable[..., Any]:
+    """The ``@sandbox`` function (or ``init_fn``) named by the trusted side."""
+    known = _resolved.get((module, qualname))
+    if known is not None:
+        return known
+    found: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    if not init and getattr(found, "__pysandboxes_sandbox__", None) is not True:
+        raise LookupError(f"{module}.{qualname} is not a @sandbox function")
+    if not init:
+        _resolved[(module, qualname)] = found
+    return found

@@ -30,9 +30,10 @@ import socket
 import sys
 import threading
 
-from pysandboxes._inside.arguments import load_call
+from pysandboxes._inside.arguments import load_call, name_key, resolve
 from pysandboxes._inside.capture import CallStream, DescriptorPump, current_call
 from pysandboxes._inside.decisions import flush_all
+from pysandboxes._inside.turns import Turns
 from pysandboxes._wire import frames
 from pysandboxes._wire.replies import encode_raised, encode_result
 
@@ -58,6 +59,9 @@ _OWN = (
 #: Once the trusted side is gone, how long the process may take to end by itself.
 _EXIT_GRACE = 1.0
 _QUEUED = "queued"
+#: What ``_next_call`` gives a worker whose turn passed while it ran a call sent alone.
+_AGAIN: tuple[int, int, bytearray, bool] = (0, 0, bytearray(), True)
+_CALLS = frozenset({frames.CALL, frames.CALL_ALONE, frames.INIT})
 _SYNC = "running in a thread"
 _HANDING_OVER = "handed to the loop"
 
@@ -83,12 +87,12 @@ class Server:
         self.pump = DescriptorPump(self.send_output)
         self.workers = serving.workers
         self._reader = frames.Reader(self.sock)
-        self._reading = threading.Lock()
+        self._turns = Turns()
         #: Calls read while every worker was busy, and the workers running calls.
         self._waiting: collections.deque[tuple[int, int, bytearray]] = collections.deque()
         self._running = 0
         self._gone_event = threading.Event()
-        #: The names (``_name_key``) of the async functions called so far.
+        #: The names (``name_key``) of the async functions called so far.
         self._async: set[bytes | None] = set()
         #: Calls not answered yet: "queued", "sync" (running on a worker), or the task.
         self.calls: dict[int, object] = {}
@@ -106,6 +110,12 @@ class Server:
         for number in range(self.workers + 1):  # one more: there is always a reader
             name = f"pysandboxes-worker-{number}"
             threading.Thread(target=self._member, name=name, daemon=True).start()
+        if serving.relief >= 0:
+            relief = threading.Thread(
+                target=self._turns.relieve_on, args=(serving.relief,), daemon=True
+            )
+            relief.name = "pysandboxes-relief"
+            relief.start()
 
     def send(self, kind: int, call_id: int, payload: bytes | frames.Parts = b"") -> None:
         with self._send_lock:
@@ -143,50 +153,78 @@ class Server:
 
     def _member(self) -> None:
         """A worker: it runs a call waiting for a free worker, or reads the connection
-        while no other worker does, and runs the call it reads itself (its reply goes
-        from this thread: no other thread is woken to run or answer it)."""
+        in its turn, and runs the call it reads itself (its reply goes from this thread:
+        no other thread is woken to run or answer it)."""
+        me = self._turns.member()
         while True:
-            item = self._next_call()
+            item = self._next_call(me)
             if item is None:
                 return
+            if item is _AGAIN:
+                continue
             kind, call_id, payload, cancelled = item
-            if cancelled:
-                self._raised(call_id, _cancelled())
-            else:
-                self._run(kind, call_id, payload)
-            with self._calls_lock:
-                self._running -= 1
+            self._run_counted(kind, call_id, payload, cancelled)
 
-    def _next_call(self) -> tuple[int, int, bytearray, bool] | None:
+    def _run_counted(self, kind: int, call_id: int, payload: bytearray, cancelled: bool) -> None:
+        if cancelled:
+            self._raised(call_id, _cancelled())
+        else:
+            self._run(kind, call_id, payload)
+        with self._calls_lock:
+            self._running -= 1
+
+    def _next_call(self, me: threading.Lock) -> tuple[int, int, bytearray, bool] | None:
         """A call to run, and whether it was cancelled while it waited: one that waited
-        for a free worker, else the next one read. It is marked running (``_SYNC``)."""
+        for a free worker, else the next one read. It is marked running (``_SYNC``).
+        ``_AGAIN``: this worker ran a call sent alone in its turn, and its turn passed
+        meanwhile; ``None``: the connection ended."""
         with self._calls_lock:
             if self._waiting and self._running < self.workers:
                 return self._start(self._waiting.popleft())
-        with self._reading:  # the other free workers wait here: one reads at a time
-            while not self._gone:
-                try:
-                    frame = self._reader.receive(_LIMIT)
-                except OSError:
-                    frame = None
-                if frame is None:
-                    self._end()
-                    break
-                kind, call_id, payload = frame
-                if kind == frames.CREDIT and payload is not None:
-                    self._credited(call_id, payload)
-                elif kind == frames.CANCEL:
-                    self._cancel(call_id)
-                elif payload is not None and kind in (frames.CALL, frames.INIT):
-                    if self._async and _name_key(payload) in self._async:
-                        self._start_async(kind, call_id, payload)
-                        continue  # it only makes a coroutine: this thread reads on
-                    item = (kind, call_id, payload)
-                    with self._calls_lock:
-                        self.calls[call_id] = _QUEUED
-                        self._waiting.append(item)  # until a worker is free
-                        if self._running < self.workers:
-                            return self._start(self._waiting.popleft())
+        self._turns.wait_turn(me)  # the other free workers wait: one reads at a time
+        try:
+            return self._read_calls(me)
+        except BaseException:  # a worker that dies must not take the turn with it
+            self._turns.pass_on(me)
+            raise
+
+    def _read_calls(self, me: threading.Lock) -> tuple[int, int, bytearray, bool] | None:
+        """Read in ``me``'s turn until a call is for it to run (see ``_next_call``)."""
+        while not self._gone:
+            try:
+                frame = self._reader.receive(_LIMIT)
+            except OSError:
+                frame = None
+            if frame is None:
+                self._end()
+                break
+            kind, call_id, payload = frame
+            if kind == frames.CREDIT and payload is not None:
+                self._credited(call_id, payload)
+            elif kind == frames.CANCEL:
+                self._cancel(call_id)
+            elif payload is not None and kind in _CALLS:
+                if self._async and name_key(payload) in self._async:
+                    self._start_async(kind, call_id, payload)
+                    continue  # it only makes a coroutine: this thread reads on
+                item = (frames.CALL if kind == frames.CALL_ALONE else kind, call_id, payload)
+                with self._calls_lock:
+                    self.calls[call_id] = _QUEUED
+                    self._waiting.append(item)  # until a worker is free
+                    if self._running >= self.workers:
+                        continue
+                    started = self._start(self._waiting.popleft())
+                    alone = kind == frames.CALL_ALONE and self._running == 1
+                if alone and self._turns.keep(me):
+                    # Nothing else comes before its reply, unless the trusted side first
+                    # relieves this worker (``Turns.relieve_on``): no reader is woken.
+                    self._run_counted(*started)
+                    if self._turns.kept(me):
+                        continue
+                    return _AGAIN
+                self._turns.pass_on(me)
+                return started
+        self._turns.pass_on(me)
         return None
 
     def _start_async(self, kind: int, call_id: int, payload: bytearray) -> None:
@@ -244,7 +282,7 @@ class Server:
             outcome = function(*args, **kwargs)
             if _is_coroutine(outcome):
                 if getattr(function, "__pysandboxes_async__", False) is True:
-                    self._async.add(_name_key(payload))  # calling it runs none of its code
+                    self._async.add(name_key(payload))  # calling it runs none of its code
                 self._on_loop(call_id, kind, outcome)
                 return
         except BaseException as exc:  # everything the function raises goes back
@@ -327,18 +365,6 @@ class Server:
         self.loop.run_forever()
 
 
-def _name_key(payload: bytearray) -> bytes | None:
-    """The function a call names, as the bytes that name it: protocol 5 starts with
-    ``PROTO``, a ``FRAME`` and its length, the ``MARK`` of the call's tuple, then the
-    module and the name as short strings (``None`` if not)."""
-    if len(payload) < 15 or payload[11] != 0x28 or payload[12] != 0x8C:
-        return None
-    end = 14 + payload[13]
-    if len(payload) < end + 3 or payload[end] != 0x94 or payload[end + 1] != 0x8C:
-        return None
-    return bytes(payload[12 : end + 3 + payload[end + 2]])
-
-
 def _cancelled() -> BaseException:
     import asyncio
 
@@ -349,27 +375,9 @@ def _is_coroutine(value: object) -> bool:
     return type(value).__name__ == "coroutine" or hasattr(value, "__await__")
 
 
-_resolved: dict[tuple[str, str], Callable[..., Any]] = {}
-
-
 #: The code that calls ``@sandbox`` functions for the trusted side: a cell sent by the
 #: notebook magics is compiled under it (see ``guards.dynamic``).
 SERVER_CALL = Server._call.__code__  # pyright: ignore[reportPrivateUsage]
-
-
-def resolve(module: str, qualname: str, *, init: bool = False) -> Callable[..., Any]:
-    """The ``@sandbox`` function (or ``init_fn``) named by the trusted side."""
-    known = _resolved.get((module, qualname))
-    if known is not None:
-        return known
-    found: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        found = getattr(found, part)
-    if not init and getattr(found, "__pysandboxes_sandbox__", None) is not True:
-        raise LookupError(f"{module}.{qualname} is not a @sandbox function")
-    if not init:
-        _resolved[(module, qualname)] = found
-    return found
 
 
 def start(serving: ServeSpec) -> Callable[[], None]:

@@ -26,6 +26,10 @@ CALL = 1  # payload: pickle of (module, qualname, args, kwargs)
 INIT = 2  # payload: pickle of (module, qualname) of init_fn; answered READY or RAISED
 CANCEL = 3  # no payload: stop the call (never started, cancelled, or answered STUCK)
 CREDIT = 4  # payload: CREDIT_COUNT, the bytes of the call's output the caller has taken
+#: A call sent while no other is in flight: the trusted side sends nothing more before its
+#: reply without a byte on the relief pipe first (``ServeSpec.relief``), so the worker that
+#: reads it may run it without waking another to read meanwhile.
+CALL_ALONE = 5
 # Child -> trusted side.
 RESULT = 10  # payload: the value, as codec decodes it
 RAISED = 11  # payload: the exception, described as values (see replies)

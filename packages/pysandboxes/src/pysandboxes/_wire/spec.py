@@ -154,6 +154,8 @@ class ServeSpec:
         modules: the names of those modules: importable without a rule, as the program.
         objects: results may hold objects (``remote-result-mode=objects``): the child
             sends them as data (``_wire.objects``).
+        relief: the read end of a pipe the trusted side writes a byte to before it sends
+            anything while a ``CALL_ALONE`` runs (``-1``: none).
     """
 
     fd: int
@@ -162,6 +164,7 @@ class ServeSpec:
     path: tuple[str, ...] = ()
     modules: tuple[str, ...] = ()
     objects: bool = False
+    relief: int = -1
 
 
 @record
@@ -215,6 +218,7 @@ def named_descriptors(spec: LaunchSpec) -> tuple[int, ...]:
     """The descriptors ``spec`` hands the child besides its standard streams: every other
     one it inherits is closed before the program starts (``_kernel.lifetime.begin``)."""
     named = [spec.serve.fd if spec.serve is not None else -1]
+    named.append(spec.serve.relief if spec.serve is not None else -1)
     named.append(spec.audit.fd if spec.audit is not None else -1)
     named.append(spec.learning.event_fd if spec.learning is not None else -1)
     named.append(spec.broker_fd)
