@@ -247,3 +247,59 @@ def test_a_learning_run_asks_nothing(python_sb: str, project: Path, hidden: Path
 
 if sys.platform != "linux":  # pragma: no cover
     pytestmark = pytest.mark.skip("python-sb runs on Linux")
+
+
+def _asked_at_a_terminal(request: object, keys: list[bytes]) -> tuple[object, str]:
+    """The ``TtyDecider``'s answer to ``request`` on a pseudo-terminal of its own, each of
+    ``keys`` typed once the question is on it; the answer and the screen."""
+    import select
+    import threading
+
+    from pysandboxes._host.deciders import TtyDecider
+
+    master, slave = os.openpty()
+    held: list[str] = []
+    decider = TtyDecider(
+        lambda: held.append("held") or [], held.append, ".py-sandboxes", os.ttyname(slave)
+    )
+    answer: list[object] = []
+    thread = threading.Thread(target=lambda: answer.append(decider.decide(request, 0)))  # type: ignore[arg-type]
+    thread.start()
+    seen = b""
+    try:
+        while b"Allow?" not in seen:
+            select.select([master], [], [], 10)
+            seen += os.read(master, 4096)
+        time.sleep(0.2)
+        for key in keys:
+            os.write(master, key)
+            time.sleep(0.1)
+        thread.join(10)
+        while select.select([master], [], [], 0.2)[0]:
+            seen += os.read(master, 4096)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert held == ["held", []]  # the program was held, then continued
+    return answer[0], seen.decode()
+
+
+def test_always_is_not_an_answer_for_a_secret() -> None:
+    from pysandboxes import Decision, PermissionRequest
+
+    request = PermissionRequest("file", "/home/me/.ssh/id_ed25519", "read", "a.py:1", "", True)
+    answer, seen = _asked_at_a_terminal(request, [b"a", b"o"])
+    assert answer is Decision.ONCE  # the 'a' was ignored (a bell), the 'o' answered
+    assert "it holds a secret: 'always' is not offered" in seen
+    assert "Allow? [o/r/d] \a" in seen
+
+
+def test_cant_redraw_the_question_with_a_path_of_escape_codes() -> None:
+    from pysandboxes import Decision, PermissionRequest
+
+    path = "/tmp/\x1b[2J\x1b[Hfake\rAllow? [o/r/a/d] o"
+    request = PermissionRequest("file", path, "read", "a.py:1\x1b[1A", "expose-ro=/tmp/x")
+    answer, seen = _asked_at_a_terminal(request, [b"\x03"])  # ^C: deny
+    assert answer is Decision.DENY
+    assert "\x1b" not in seen.replace("\x1b[", "")  # nothing but what the test sends
+    assert "/tmp/\\x1b[2J\\x1b[Hfake\\rAllow? [o/r/a/d] o" in seen
