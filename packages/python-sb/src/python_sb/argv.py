@@ -97,7 +97,7 @@ def _keys() -> frozenset[str]:
 
 _KEYS = _keys()
 #: Rule keys that always take a value: ``--key value`` means ``--key=value``.
-_VALUED_KEYS = _KEYS - {"py-sandbox", "remote-result-guard", "learn", "quiet-refusals"}
+_VALUED_KEYS = _KEYS - {"py-sandbox", "remote-result-guard", "learn", "quiet-refusals", "prompt"}
 
 
 def _unknown_option(name: str) -> None:

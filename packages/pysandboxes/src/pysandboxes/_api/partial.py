@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from typing import Any, Self, TextIO, TypeVar
 
     from pysandboxes._host.calls import Timeout
+    from pysandboxes._host.deciders import CallbackDecider
     from pysandboxes._host.partial import Child
-    from pysandboxes._host.prompts import CallbackDecider
     from pysandboxes._policy.prompts import Decision, PermissionRequest
 
     T = TypeVar("T")
@@ -225,7 +225,7 @@ class sandboxes:
         """A child's answers to its permission requests (each child asks afresh)."""
         if self.on_request is None or self.learn is not None:
             return None
-        from pysandboxes._host.prompts import CallbackDecider
+        from pysandboxes._host.deciders import CallbackDecider
 
         return CallbackDecider(self.on_request, self.on_request_timeout)
 

@@ -86,7 +86,10 @@ def _moot(refusal: Decision) -> bool:
     without IPv6 looks the same), at the prompt, the import system's search of a
     directory of ``sys.path`` it may not read (an empty directory looks the same). The
     program met what it may meet without the sandbox, so the summary leaves it out; the
-    log keeps it. Checked here, on the trusted side."""
+    log keeps it. Checked here, on the trusted side. A denial at a prompt is counted
+    once, by the refusal the program meets after it."""
+    if refusal.rule == "prompt":
+        return True
     if refusal.kind == "env":
         return refusal.target not in os.environ
     if refusal.kind == "import":

@@ -155,6 +155,9 @@ def run(request: LaunchRequest, *, cwd: str | None = None, rules: Rules | None =
     from pysandboxes._host.brokering import broker_argument, start_broker
 
     spec, broker = start_broker(spec)
+    from pysandboxes._host.promptrun import start_prompts
+
+    spec, prompts = start_prompts(spec)
     keep: set[int] = {spec.learning.event_fd} if spec.learning is not None else set()
     if audit is not None:
         keep |= {audit.read_fd, audit.child_fd, audit.log_fd} - {-1}
@@ -162,6 +165,9 @@ def run(request: LaunchRequest, *, cwd: str | None = None, rules: Rules | None =
     if broker is not None:
         keep |= {broker.ours, broker.theirs}
         os.set_inheritable(broker.theirs, True)
+    if prompts is not None:
+        keep |= {prompts.ours, prompts.theirs}
+        os.set_inheritable(prompts.theirs, True)
     keep_only_standard_streams(keep)
     if learning is not None or spec.provider != "none":
         from pysandboxes._host.waiter import adopt_orphans
@@ -191,6 +197,8 @@ def run(request: LaunchRequest, *, cwd: str | None = None, rules: Rules | None =
             audit.close_child_end()
         if broker is not None:
             broker.close_child_end()
+        if prompts is not None:
+            prompts.close_child_end()
     package_parent = _PACKAGE_PARENT
     relay = RELAY.get(spec.provider, "")
     # Made once the child runs, so that it never holds it: the waiter's copy of the rules.
@@ -206,6 +214,7 @@ def run(request: LaunchRequest, *, cwd: str | None = None, rules: Rules | None =
         argv.append(argument(adopting))
     else:
         argv.append("-")
+    argv.append(prompts.argument(spec, os.environ) if prompts is not None else "-")
     if audit is not None:  # the waiter writes the log: it gets the pipe and the log
         for fd in (audit.read_fd, audit.log_fd):
             if fd >= 0:
@@ -233,13 +242,20 @@ def run(request: LaunchRequest, *, cwd: str | None = None, rules: Rules | None =
     writer = audit.writer("complete") if audit is not None else None
     if broker is not None:
         broker.serve(spec, pid if adopting is None else os.getpid())
+    followed = None
+    if prompts is not None:
+        from pysandboxes._host.promptrun import serve_argument
+        from pysandboxes._host.rulewatch import Followed
+
+        followed = Followed(watch)
+        serve_argument(prompts.argument(spec, os.environ), writer, followed)
     if adopting is not None:
         from pysandboxes._kernel.handoff import wait_adopting
 
         status = wait_adopting(pid, relay, adopting)
     else:
         status = wait(pid, relay)
-    refusal = conclude_run(watch)
+    refusal = conclude_run(followed.data if followed is not None else watch)
     if audit is not None and writer is not None:
         audit.conclude(writer)
     if learning is None or collector is None:

@@ -36,9 +36,9 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
+    from pysandboxes._host.deciders import CallbackDecider
     from pysandboxes._host.launchplan import LaunchRequest
     from pysandboxes._host.learning.plan import LearnRun
-    from pysandboxes._host.prompts import CallbackDecider
     from pysandboxes._wire.spec import LaunchSpec
 
 _START_TIMEOUT = 60.0

@@ -9,12 +9,14 @@ for each:
    absolute path outside ``/proc``, ``/sys`` and ``/dev``, a write to a rule file, flags
    that do not match the operation asked about, and every request of a kind denied
    ``MAX_DENIALS`` times already (said once on stderr);
-2. asks a ``Decider`` (partial mode: the application's ``on_request`` callback; complete
-   mode will ask on the terminal), unless the same resource was allowed for the run;
-3. performs what was allowed: opens the file itself, following no symbolic link on the
-   way (a component at a time, ``O_NOFOLLOW``), refusing anything but a regular file,
-   or connects the socket, and hands the descriptor over (``SCM_RIGHTS``). An import or
-   a sensitive call needs nothing here: it goes on at the Python level only;
+2. asks a ``Decider`` (``_host.deciders``: in partial mode the application's
+   ``on_request`` callback, in complete mode the person at the terminal), unless the
+   same resource was allowed for the run;
+3. performs what was allowed (``_host.performing``): opens the file itself, following
+   no symbolic link on the way (a component at a time, ``O_NOFOLLOW``), refusing
+   anything but a regular file, or connects the socket, and hands the descriptor over
+   (``SCM_RIGHTS``). An import or a sensitive call needs nothing here: it goes on at
+   the Python level only;
 4. for ``ALWAYS``, writes the rule learning would write, through the learned-rule writer
    (a ``.old`` backup kept), with the provenance ``allowed at a prompt, <date>``;
 5. sends the decision to the decision log, when the run keeps one.
@@ -24,12 +26,8 @@ Nothing the child sends runs here, names a class, or outlives its request.
 
 from __future__ import annotations
 
-import concurrent.futures
-import contextvars
-import inspect
 import os
 import socket
-import stat
 import sys
 import threading
 
@@ -38,11 +36,11 @@ from pysandboxes._wire.asks import MAX_ASK, Answer, encode_answer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import asyncio
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable, Mapping
     from typing import Protocol
 
     from pysandboxes._host.auditlog import LogWriter
+    from pysandboxes._host.rulewatch import Followed
     from pysandboxes._wire.asks import Ask
     from pysandboxes._wire.spec import LaunchSpec
 
@@ -58,10 +56,6 @@ if TYPE_CHECKING:
 MAX_DENIALS = 5
 #: Requests of one run answered at all; the ones after are denied unasked.
 MAX_ASKS = 10_000
-#: How long the trusted side tries to connect for the sandbox.
-CONNECT_TIMEOUT = 10.0
-_OPEN_FLAGS = os.O_ACCMODE | os.O_CREAT | os.O_EXCL | os.O_TRUNC | os.O_APPEND | os.O_CLOEXEC
-_NOT_OPENED_HERE = ("/proc", "/sys", "/dev")
 _OPERATIONS = {"net": "connect", "import": "import"}
 
 
@@ -75,12 +69,20 @@ class Broker:
         decider: Decider,
         in_flight: Callable[[int], bool],
         log: LogWriter | None = None,
+        *,
+        host: Mapping[str, str] | None = None,
+        watch: Followed | None = None,
     ) -> None:
+        """``host``: the host's environment as far as the rules are written with it (its
+        home, its path variables, the names of the others), by default this process's;
+        ``watch``: the run's rule-file snapshot, told of each rule written here."""
         self._sock = sock
         self._spec = spec
         self._decider = decider
         self._in_flight = in_flight
         self._log = log
+        self._host = os.environ if host is None else host
+        self._watch = watch
         self._allowed: set[tuple[str, str, str]] = set()  # RUN and ALWAYS, for this run
         self._denials: dict[str, int] = {}
         self._asked = 0
@@ -174,7 +176,9 @@ class Broker:
         if not self._in_flight(ask.call):
             return "no call of the sandbox is running"
         if ask.kind == "file":
-            return _unopenable(ask, self._spec.protected)
+            from pysandboxes._host.performing import unopenable
+
+            return unopenable(ask, self._spec.protected)
         return ""
 
     def _request(self, ask: Ask) -> PermissionRequest:
@@ -202,10 +206,12 @@ class Broker:
         return decision
 
     def _perform(self, ask: Ask) -> int | None:
+        from pysandboxes._host.performing import connect, open_without_links
+
         if ask.kind == "file":
             return open_without_links(ask.resource, ask.flags)
         if ask.kind == "net":
-            return _connect(ask.resource, ask.port)
+            return connect(ask.resource, ask.port)
         return None
 
     # -- ALWAYS: the rule file ------------------------------------------------------------
@@ -217,7 +223,7 @@ class Broker:
         from pysandboxes._wire.events import Event
 
         spec = self._spec
-        plan = make_plan(-1, self.rule_path(), os.getcwd(), os.environ, [], "")
+        plan = make_plan(-1, self.rule_path(), os.getcwd(), self._host, [], "")
         context = Context(
             spec.rule_dir,
             plan.cwd,
@@ -249,6 +255,12 @@ class Broker:
         if not line or not path.is_file():
             _say(f"no rule file to write '{line}' to: allowed for this run only")
             return False
+        if self._watch is not None and not self._watch.unchanged(str(path)):
+            _say(
+                f"{path} was changed while the program ran: '{line}' is not written to it "
+                "(the reviewed version is set back at exit); allowed for this run only"
+            )
+            return False
         now = datetime.now()
         note = f"allowed at a prompt, {now:%Y-%m-%d}"
         rules = [LearnedRule(r.block, r.line, note, r.group) for r in self._rules(ask)]
@@ -260,6 +272,8 @@ class Broker:
         except (OSError, ValueError) as exc:
             _say(f"'{line}' could not be written to {path} ({exc}): allowed for this run only")
             return False
+        if self._watch is not None:
+            self._watch.wrote(str(path))  # the rule file's reviewed version, at exit too
         return True
 
     def _record(self, ask: Ask, decision: Decision, rule: str) -> None:
@@ -281,127 +295,3 @@ if TYPE_CHECKING:
 
 def _say(message: str) -> None:
     print(f"pysandboxes: {message}", file=sys.stderr)
-
-
-def _unopenable(ask: Ask, protected: tuple[str, ...]) -> str:
-    path, flags = ask.resource, ask.flags
-    if not path.startswith("/") or os.path.normpath(path) != path or path.startswith("//"):
-        return "only a plain absolute path is opened for the sandbox"
-    if any(path == top or path.startswith(top + "/") for top in _NOT_OPENED_HERE):
-        return "files of /proc, /sys and /dev are never opened for the sandbox"
-    if flags & ~_OPEN_FLAGS:
-        return "only plain open flags are honoured for the sandbox"
-    mode = flags & os.O_ACCMODE
-    reading = ask.operation == "read"
-    if reading != (mode == os.O_RDONLY) or (reading and flags & (os.O_CREAT | os.O_TRUNC)):
-        return "the open flags do not match the operation asked about"
-    if ask.operation == "write" and flags & os.O_EXCL:
-        return "the open flags do not match the operation asked about"
-    if not reading and (path in protected or os.path.basename(path) == ".py-sandboxes"):
-        return "a rule file is never written for the sandbox"
-    return ""
-
-
-def open_without_links(path: str, flags: int) -> int:
-    """Open ``path`` (absolute, normalized) with no symbolic link on the way: each
-    directory opened ``O_PATH | O_NOFOLLOW`` from the last, the file ``O_NOFOLLOW`` and
-    non-blocking (a FIFO must not hold this thread); anything but a regular file is
-    refused. What a swap of a directory meanwhile can do is change the answer to
-    "no", never reach a file by another name.
-
-    Raises:
-        OSError: refused (``ELOOP`` for a link, ``EACCES`` for not a regular file).
-    """
-    parts = path.strip("/").split("/")
-    walk = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-    directory = os.open("/", walk)
-    try:
-        for part in parts[:-1]:
-            following = os.open(part, walk, dir_fd=directory)
-            os.close(directory)
-            directory = following
-        last = os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
-        fd = os.open(parts[-1], flags | last, 0o666, dir_fd=directory)
-    finally:
-        os.close(directory)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise PermissionError(13, "not a regular file", path)
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-def _connect(host: str, port: int) -> int:
-    """A TCP connection to ``host:port``, made here; its descriptor."""
-    sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
-    sock.setblocking(True)
-    return sock.detach()
-
-
-class CallbackDecider:
-    """Partial mode's answers: the application's ``on_request(request) -> Decision``.
-
-    The callback runs in this process, in the context (``contextvars``) of the call that
-    asked, so that it knows whose request it is (an MCP tool's ``Context``, say); an
-    async callback runs on the event loop of the call that asked, when that call was
-    awaited, else on a loop of its own. It runs on a thread of its own, waited for at
-    most ``timeout`` seconds: an exception or the timeout denies (said on stderr)."""
-
-    def __init__(self, callback: Callable[[PermissionRequest], object], timeout: float) -> None:
-        self._callback = callback
-        self._timeout = timeout
-        self._calls: dict[int, tuple[contextvars.Context, asyncio.AbstractEventLoop | None]] = {}
-
-    def remember(self, call: int, awaited: bool) -> None:
-        """A call is sent: keep its context (and its loop, when it is awaited)."""
-        loop = None
-        if awaited:
-            import asyncio
-
-            loop = asyncio.get_running_loop()
-        self._calls[call] = (contextvars.copy_context(), loop)
-
-    def forget(self, call: int) -> None:
-        self._calls.pop(call, None)
-
-    def decide(self, request: PermissionRequest, call: int) -> Decision:
-        context, loop = self._calls.get(call, (contextvars.Context(), None))
-        outcome: list[object] = []
-        future: list[concurrent.futures.Future[object]] = []
-
-        def work() -> None:
-            try:
-                answer = context.copy().run(self._callback, request)
-                if inspect.isawaitable(answer):
-                    import asyncio
-
-                    if loop is not None and not loop.is_closed():
-                        made = context.copy().run(
-                            asyncio.run_coroutine_threadsafe, _awaited(answer), loop
-                        )
-                        future.append(made)
-                        answer = made.result()
-                    else:
-                        answer = asyncio.run(_awaited(answer))
-                outcome.append(answer)
-            except BaseException as exc:  # reported, never raised in this thread
-                outcome.append(exc)
-
-        thread = threading.Thread(target=work, name="pysandboxes-on-request", daemon=True)
-        thread.start()
-        thread.join(self._timeout)
-        if not outcome:
-            for made in future:
-                made.cancel()
-            raise TimeoutError(f"on_request gave no answer in {self._timeout:g} s")
-        answer = outcome[0]
-        if isinstance(answer, BaseException):
-            raise answer
-        return answer  # type: ignore[return-value]  # checked by the broker
-
-
-async def _awaited(awaitable: Awaitable[object]) -> object:
-    return await awaitable

@@ -321,3 +321,43 @@ def search_places(found: Discovery, given: str | None) -> list[str]:
     if reaches and searched:
         places.append(os.path.join(os.path.dirname(searched[-1]), "pyproject.toml"))
     return places
+
+
+class Followed:
+    """A run's snapshot that follows the trusted side's own writes to its rule files: the
+    rule a prompt's ``ALWAYS`` writes (``_host.prompts``) is the reviewed version ``check``
+    keeps, not a change it sets back.
+
+    ``data`` is what ``check`` compares with at exit. Only a file as the snapshot has it
+    is written to (``unchanged``): a rule file the program rewrote meanwhile is not built
+    upon, and ``check`` sets it back."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def unchanged(self, path: str) -> bool:
+        """Whether ``path`` holds what the snapshot says (true when it is not watched)."""
+        import marshal
+
+        real = os.path.realpath(path)
+        for kind, watched, content, mode in marshal.loads(self.data) if self.data else ():
+            if watched == real and kind in (RULES, NO_TABLE):
+                return not _changed(kind, watched, content, mode)
+        return True
+
+    def wrote(self, path: str) -> None:
+        """The trusted side wrote ``path``: its bytes now are the reviewed version."""
+        import marshal
+
+        if not self.data:
+            return
+        real = os.path.realpath(path)
+        entries: list[Entry] = []
+        for kind, watched, content, mode in marshal.loads(self.data):
+            if watched == real and kind in (RULES, NO_TABLE):
+                now = _read(real)
+                if now is not None:
+                    kind, content = RULES, now
+                    mode = stat.S_IMODE(os.lstat(real).st_mode)
+            entries.append((kind, watched, content, mode))
+        self.data = marshal.dumps(tuple(entries))

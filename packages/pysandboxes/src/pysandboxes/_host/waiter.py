@@ -62,8 +62,9 @@ def main() -> None:
     provider (how signals are relayed: ``RELAY``), the descriptor of the rules' snapshot
     (``-``: none, see ``_host.rulewatch``), the decision log (``-``: none, see
     ``_host.auditlog``), the socket broker (``-``: none, see ``_host.unixbroker``), the
-    hand-over of the sandbox's pid 1 (``-``: none, see ``_kernel.handoff``), then the plan
-    of a learning run when there is one (see ``_host.learning.conclude``)."""
+    hand-over of the sandbox's pid 1 (``-``: none, see ``_kernel.handoff``), the permission
+    prompts (``-``: none, see ``_host.promptrun``), then the plan of a learning run when
+    there is one (see ``_host.learning.conclude``)."""
     pid, tempdir, provider, watch = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
     audit, writer = None, None
     if sys.argv[5] != "-":  # the decision log (see _host.auditlog): read as it comes
@@ -85,7 +86,18 @@ def main() -> None:
 
         # With a hand-over, the process spawned leaves: the sandbox is below this one.
         serve_argument(sys.argv[6], pid if adopting == "-" else os.getpid())
-    if len(sys.argv) < 9:
+    if sys.argv[8] != "-":  # questions on the terminal (see _host.promptrun)
+        from pysandboxes._host.promptrun import serve_argument as serve_prompts
+        from pysandboxes._host.rulewatch import Followed
+
+        followed = Followed(snapshot)  # a rule written at a prompt is the reviewed one
+        serve_prompts(sys.argv[8], writer, followed)
+        status = _wait(pid, relay, adopting)
+        conclude_run(followed.data)
+        if audit is not None and writer is not None:
+            audit.conclude(writer)
+        _end(finish(status, tempdir))
+    if len(sys.argv) < 10:
         status = _wait(pid, relay, adopting)
         conclude_run(snapshot)
         if audit is not None and writer is not None:
@@ -94,7 +106,7 @@ def main() -> None:
     from pysandboxes._host.learning.conclude import Collector, conclude, show
     from pysandboxes._host.learning.plan import parse_plan
 
-    plan = parse_plan(sys.argv[8])
+    plan = parse_plan(sys.argv[9])
     collector = Collector(plan.fd)  # events are read as they come: a SIGKILL loses none
     status = _wait(pid, relay, adopting)
     refusal = conclude_run(snapshot)
@@ -217,6 +229,39 @@ def end_leftovers(patience: float = 10.0) -> list[int]:
         if time.monotonic() > deadline:
             return sorted(set(found) | left) or [-1]
         time.sleep(0.005)  # killed, not yet reaped: let them die
+
+
+def hold_program(patience: float = 0.5) -> list[int]:
+    """Stop every process of the program (a permission question is on the terminal) and
+    wait, ``patience`` seconds at most, until the kernel shows each stopped: a write under
+    way ends first, none starts after. Returns what ``resume_program`` continues."""
+    import time
+
+    held = _stop_descendants()
+    deadline = time.monotonic() + patience
+    for pid in held:
+        while not _stopped(pid) and time.monotonic() < deadline:
+            time.sleep(0.001)
+    return held
+
+
+def resume_program(held: list[int]) -> None:
+    """Continue what ``hold_program`` stopped."""
+    for pid in held:
+        try:
+            os.kill(pid, signal.SIGCONT)
+        except (ProcessLookupError, PermissionError):
+            continue
+
+
+def _stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped (or gone), as ``/proc/<pid>/stat`` says."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            state = handle.read().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state in (b"T", b"t", b"Z", b"X")
 
 
 def _stop_descendants() -> list[int]:

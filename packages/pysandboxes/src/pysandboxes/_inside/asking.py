@@ -116,10 +116,12 @@ class Asking:
         thread = get_ident()
         if thread in self._busy:
             return None
+        site = program_site(self._cwd)[0]
+        if site is None:
+            return None  # the framework's own (the runner printing a traceback): unasked
         self._busy.add(thread)
         try:
-            where = program_site(self._cwd)[0] or ""
-            ask = Ask(self._call(), kind, resource, operation, where, **more)
+            ask = Ask(self._call(), kind, resource, operation, site, **more)
             answer, fd = self._asker.ask(ask)
         finally:
             self._busy.discard(thread)

@@ -277,11 +277,17 @@ class Policy:
     audit_log: Setting[str] | None = None
     audit_log_level: Setting[str] | None = None
     quiet_refusals: Setting[bool] | None = None
+    prompt: Setting[str] | None = None
     learn: Setting[str] | None = None
     learn_lock: Origin | None = None
     rule_files: tuple[str, ...] = ()
     pins: tuple[tuple[str, tuple[str, ...]], ...] = ()
     warnings: tuple[str, ...] = ()
+
+    @property
+    def prompting(self) -> bool:
+        """Whether refusals are asked about on the terminal: ``prompt=tty`` (``--prompt``)."""
+        return self.prompt is not None and self.prompt.value == "tty"
 
     @property
     def python_layer(self) -> bool:

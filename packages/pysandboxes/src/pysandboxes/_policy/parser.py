@@ -45,6 +45,7 @@ SINGLE_KEYS = (
     "remote-result-mode",
     "remote-result-guard",
     "port",
+    "prompt",
 )
 LIST_KEYS = ("env", "unenv", "expose-ro", "expose-rw", "ignore", "net", "python-import")
 KNOWN_KEYS = (
@@ -216,6 +217,13 @@ def _single(builder: Builder, rule: RawRule) -> None:
             builder.issue(
                 origin, f"'{origin.text}': expected values (also spelled data-only) or objects"
             )
+    elif key == "prompt":
+        # prompt=tty (--prompt): refusals become questions on the terminal (docs/prompts.md)
+        parsed = "tty" if value.lower() in ("", "tty") else None
+        if value.lower() in _FALSE:
+            parsed = "off"
+        if parsed is None:
+            builder.issue(origin, f"'{origin.text}': expected tty or off")
     elif key == "port":
         if not value.isdigit():
             builder.issue(origin, f"'{origin.text}': the port must be a number ≥ 0")
@@ -292,6 +300,7 @@ def _assemble(builder: Builder, files: Iterable[str]) -> Policy:
         audit_log=singles.get("audit-log"),
         audit_log_level=singles.get("audit-log-level"),
         quiet_refusals=singles.get("quiet-refusals"),
+        prompt=singles.get("prompt"),
         learn=singles.get("learn"),
         learn_lock=builder.lock,
         rule_files=tuple(files),

@@ -191,6 +191,12 @@ os-sandbox=${OS_SANDBOX:-landlock}
 # Provider options take the provider's name as a prefix:
 #bwrap.hostname=sandbox
 
+# == PERMISSION PROMPTS ===================================================================
+# Uncomment to be asked on the terminal about each refusal of the Python layer (once, for
+# this run, always: written here, or deny); the same as python-sb --prompt. A run with no
+# terminal refuses as without it.
+#prompt=tty
+
 # == LEARNING LOCK ========================================================================
 # Uncomment to keep these rules as reviewed: learning runs and rules added on the command
 # line are then refused.

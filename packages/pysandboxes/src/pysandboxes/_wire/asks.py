@@ -1,6 +1,6 @@
 """Permission requests: what the sandboxed side asks when prompting is on, and the answer.
 
-With prompting on (``sandboxes(on_request=...)``; ``python-sb --prompt`` later), a refusal
+With prompting on (``sandboxes(on_request=...)``, ``python-sb --prompt``), a refusal
 of the Python layer becomes a request sent to the trusted side over a socket of its own
 (``SOCK_SEQPACKET``: one message per request, its bounds kept by the kernel). The request
 only *describes* the access; the trusted side decodes it (``codec.decode_ask``), asks,
