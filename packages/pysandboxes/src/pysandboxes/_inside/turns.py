@@ -10,9 +10,11 @@ thread (and its wait for the interpreter lock) was most of a short call's cost.
 Should the trusted side need to send anything while such a call runs (another call, a
 cancellation, credit for its output), it first writes a byte on the relief pipe: the
 relief thread (``relieve_on``) passes the turn on for the busy reader, and when its
-call ends that worker finds the turn gone and waits for the next one. A spurious byte
-(the call ended meanwhile) changes nothing. The end of the pipe relieves too: the
-trusted side closed, and a worker must read the connection's end.
+call ends that worker finds the turn gone and waits for the next one. The byte and the
+call travel apart: a byte that comes before its call's reader kept the turn is held
+(``pending``), and that reader passes the turn on as for any call; a byte that comes
+after the call ended costs the next call sent alone one wake-up, nothing more. The end
+of the pipe relieves too: the trusted side closed, and a worker must read the end.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class Turns:
         self._lock = threading.Lock()
         self._holder: object = None
         self._alone = False
+        #: A relief came while no call ran alone: the next one does not keep the turn.
+        self._pending = False
         self._sleepers: collections.deque[threading.Lock] = collections.deque()
 
     @staticmethod
@@ -59,6 +63,9 @@ class Turns:
         with self._lock:
             if self._holder is not me:
                 return False
+            if self._pending:  # its relief came first: others will be sent meanwhile
+                self._pending = False
+                return False
             self._alone = True
             return True
 
@@ -75,6 +82,8 @@ class Turns:
         with self._lock:
             if self._alone:
                 self._give()
+            else:
+                self._pending = True
 
     def relieve_on(self, fd: int) -> None:
         """The relief thread: each byte on ``fd`` relieves; its end relieves, and ends."""
