@@ -335,10 +335,11 @@ def open_without_links(path: str, flags: int) -> int:
 
 
 def _connect(host: str, port: int) -> int:
-    """A TCP connection to ``host:port``, made here; its descriptor."""
-    sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
-    sock.setblocking(True)
-    return sock.detach()
+    """A TCP connection to ``host:port``, made here; its descriptor. Resolved, judged
+    (the SSRF-safe defaults hold for a name) and connected at once: ``_host.egress``."""
+    from pysandboxes._host.egress import connect_asked
+
+    return connect_asked(host, port, CONNECT_TIMEOUT)
 
 
 class CallbackDecider:
