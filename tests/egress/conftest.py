@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from egresslab import Hosts
+from egresslab import Hosts, Upstream
 
 from listener import Listener
 
@@ -36,3 +36,17 @@ def evil() -> Iterator[Listener]:
     listener = Listener(host="127.0.0.3")
     yield listener
     listener.close()
+
+
+@pytest.fixture
+def api_http() -> Iterator[Upstream]:
+    upstream = Upstream("127.0.0.2")
+    yield upstream
+    upstream.close()
+
+
+@pytest.fixture
+def evil_http() -> Iterator[Upstream]:
+    upstream = Upstream("127.0.0.3")
+    yield upstream
+    upstream.close()

@@ -30,3 +30,37 @@ class Hosts:
 
     def write(self, text: str) -> None:
         self.path.write_text(text)
+
+
+class Upstream:
+    """A loopback HTTP server behind a name: it answers ``hello from <host>`` and counts
+    the requests reaching it."""
+
+    def __init__(self, host: str) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        served = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                served.requests += 1
+                body = f"hello from {host}".encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.requests = 0
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.port = int(self.server.server_address[1])
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(timeout=5)
