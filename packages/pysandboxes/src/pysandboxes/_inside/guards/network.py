@@ -21,6 +21,7 @@ from pysandboxes._inside.enforce import Connection
 from pysandboxes._inside.guards.dnspins import PINNED_EVENT
 from pysandboxes._inside.guards.values import plain_int, plain_str, unix_address
 from pysandboxes._policy import netaddr  # bound now: hidden with the guards' modules
+from pysandboxes._policy import netclasses as netclasses  # for NetJudge, hidden with them
 from pysandboxes._policy.netnames import NameIndex
 
 TYPE_CHECKING = False
@@ -208,7 +209,8 @@ class NetworkGuard:
                     if verdict.fix:
                         message += f" Add '{verdict.fix}' to {self._rule_file} to allow it."
                 rule = str(verdict.rule) if verdict.rule else None
-                target = Connection(proto, host, port, direction, (ip,))
+                fix = verdict.fix or "" if verdict.address_class else ""  # the address's
+                target = Connection(proto, host, port, direction, (ip,), fix)
                 self._refuse(message, f"{host}:{port}", rule, target)
         if host in self._numeric:
             if len(self._passed) > 4096:
