@@ -13,9 +13,10 @@ import threading
 class Listener:
     """A loopback TCP or UDP listener that counts what reaches it."""
 
-    def __init__(self, kind: int = socket.SOCK_STREAM) -> None:
+    def __init__(self, kind: int = socket.SOCK_STREAM, host: str = "127.0.0.1") -> None:
         self.sock = socket.socket(socket.AF_INET, kind)
-        self.sock.bind(("127.0.0.1", 0))
+        self.sock.bind((host, 0))
+        self.host = host
         self.port = self.sock.getsockname()[1]
         self.kind = kind
         self.received = 0

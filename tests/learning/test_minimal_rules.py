@@ -198,6 +198,21 @@ def test_no_port_zero_and_only_host_names_a_rule_can_hold(tmp_path: Path) -> Non
     assert _lines(events, _context(tmp_path)) == ["net=ALLOW|tcp|api.example.com|443|OUT"]
 
 
+def test_a_name_leading_to_a_defaulted_address_learns_that_address_too(tmp_path: Path) -> None:
+    # The name's rule alone would not reach the LAN next run (the SSRF-safe defaults).
+    events = [
+        Event("net", "db.corp.example", "OUT", "tcp", 5432, ("10.0.0.5",)),
+        Event("net", "api.example.com", "OUT", "tcp", 443, ("192.0.2.10",)),
+        Event("net", "localhost", "OUT", "tcp", 8000, ("127.0.0.1",)),
+    ]
+    assert sorted(_lines(events, _context(tmp_path))) == [
+        "net=ALLOW|tcp|10.0.0.5|5432|OUT",
+        "net=ALLOW|tcp|api.example.com|443|OUT",
+        "net=ALLOW|tcp|db.corp.example|5432|OUT",
+        "net=ALLOW|tcp|localhost|8000|OUT",
+    ]
+
+
 def test_thousands_of_grants_under_one_directory_give_one_rule(tmp_path: Path) -> None:
     # Minimising walks each grant's ancestors (it used to compare every pair).
     deep = tmp_path / "d"

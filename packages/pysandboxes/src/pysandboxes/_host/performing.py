@@ -15,7 +15,6 @@ Nothing here reads what the sandbox wrote but the decoded request.
 from __future__ import annotations
 
 import os
-import socket
 import stat
 
 TYPE_CHECKING = False
@@ -81,7 +80,8 @@ def open_without_links(path: str, flags: int) -> int:
 
 
 def connect(host: str, port: int) -> int:
-    """A TCP connection to ``host:port``, made here; its descriptor."""
-    sock = socket.create_connection((host, port), timeout=CONNECT_TIMEOUT)
-    sock.setblocking(True)
-    return sock.detach()
+    """A TCP connection to ``host:port``, made here; its descriptor. Resolved, judged
+    (the SSRF-safe defaults hold for a name) and connected at once: ``_host.egress``."""
+    from pysandboxes._host.egress import connect_asked
+
+    return connect_asked(host, port, CONNECT_TIMEOUT)

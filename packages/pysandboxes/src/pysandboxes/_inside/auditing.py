@@ -80,7 +80,9 @@ class Auditing:
             self._log.refused("lookup", target.host, "OUT", shown, fix if rule is None else "")
         elif target is not None:
             name = f"{target.proto}:{target.host}:{target.port}"
-            fix = f"net=ALLOW|{target.proto}|{target.host}|{target.port}|{target.direction}"
+            fix = target.fix or (
+                f"net=ALLOW|{target.proto}|{target.host}|{target.port}|{target.direction}"
+            )
             access = target.direction
             if target.direction == "IN" and target.port == 0 and failure_caught():
                 # A bind to any free port whose failure the caller catches: a probe (is

@@ -91,6 +91,8 @@ class Connection:
         port: the port (0 for a lookup).
         direction: ``OUT`` (connect, send), ``IN`` (bind) or ``lookup``.
         addresses: the address judged, when the host is a name.
+        fix: the line that would allow it, when the verdict names one (an address the
+            SSRF-safe defaults refused needs the address, not the name).
     """
 
     proto: str
@@ -98,6 +100,7 @@ class Connection:
     port: int
     direction: str
     addresses: tuple[str, ...] = ()
+    fix: str = ""
 
 
 if TYPE_CHECKING:

@@ -12,15 +12,15 @@ import sys
 
 from pysandboxes._policy.globs import Below, compile_ignore
 from pysandboxes._policy.model import Access, Verdict
+from pysandboxes._policy.netjudge import NetJudge as NetJudge
 from pysandboxes._policy.pathnames import within
 from pysandboxes._policy.registry import SENSITIVE_FUNCTIONS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
-    from ipaddress import IPv4Address, IPv6Address
+    from collections.abc import Iterable
 
-    from pysandboxes._policy.model import ExposeRule, IgnoreRule, NetRule, Origin, Policy
+    from pysandboxes._policy.model import ExposeRule, IgnoreRule, Origin, Policy
 
 
 #: The name of rule files; the sandbox may write none, anywhere.
@@ -225,88 +225,6 @@ def _ancestors(path: str) -> Iterable[str]:
     while parent != path:
         yield parent
         path, parent = parent, os.path.dirname(parent)
-
-
-class _NetIndex:
-    """The rules of one action, indexed for a lookup per distinct prefix length.
-
-    For each (protocol, direction, IP version, prefix length) present in the rules, a dict
-    maps the masked network to its rules: judging an address costs a handful of dict
-    lookups, not a scan of every rule.
-    """
-
-    def __init__(self, rules: Iterable[NetRule]) -> None:
-        self._buckets: dict[tuple[str, str, int], list[_Prefix]] = {}
-        for rule in rules:
-            for network in rule.networks:
-                version = network.version
-                for proto in rule.protos:
-                    for direction in rule.directions:
-                        prefixes = self._buckets.setdefault((proto, direction, version), [])
-                        prefix = next((p for p in prefixes if p.length == network.prefixlen), None)
-                        if prefix is None:
-                            prefix = _Prefix(network.prefixlen, int(network.netmask), {})
-                            prefixes.append(prefix)
-                        key = int(network.network_address)
-                        prefix.networks.setdefault(key, []).append(rule)
-
-    def find(
-        self, proto: str, direction: str, ip: IPv4Address | IPv6Address, port: int
-    ) -> NetRule | None:
-        prefixes = self._buckets.get((proto, direction, ip.version))
-        if not prefixes:
-            return None
-        value = int(ip)
-        for prefix in prefixes:
-            rules = prefix.networks.get(value & prefix.mask)
-            if rules:
-                for rule in rules:
-                    for low, high in rule.ports:
-                        if low <= port <= high:
-                            return rule
-        return None
-
-
-class _Prefix:
-    __slots__ = ("length", "mask", "networks")
-
-    def __init__(self, length: int, mask: int, networks: dict[int, list[NetRule]]) -> None:
-        self.length = length
-        self.mask = mask
-        self.networks = networks
-
-
-class NetJudge:
-    """Judges (protocol, address, port, direction) against the ``net=`` rules.
-
-    Any matching DENY wins over any ALLOW, whatever the widths; nothing matching is the
-    default deny.
-    """
-
-    def __init__(self, rules: Sequence[NetRule]) -> None:
-        from pysandboxes._policy import (
-            netaddr,  # ipaddress is loaded only when the network is judged
-        )
-
-        self._netaddr = netaddr
-        self._deny = _NetIndex(r for r in rules if not r.allow)
-        self._allow = _NetIndex(r for r in rules if r.allow)
-
-    def judge(
-        self, proto: str, address: str | IPv4Address | IPv6Address, port: int, direction: str
-    ) -> Verdict:
-        """The verdict for one address; ``address`` may use any accepted spelling."""
-        netaddr = self._netaddr
-        parsed = netaddr.parse_address(address) if isinstance(address, str) else address
-        if parsed is None:
-            return Verdict(False, None, fix=None)
-        ip = netaddr.reached(parsed, outgoing=direction == "OUT")
-        rule = self._deny.find(proto, direction, ip, port) or self._allow.find(
-            proto, direction, ip, port
-        )
-        if rule is not None:
-            return Verdict(rule.allow, rule.origin)
-        return Verdict(False, None, fix=f"net=ALLOW|{proto}|{ip}|{port}|{direction}")
 
 
 #: Modules every program may import without a rule: those of 0.7.0's keep-list, this

@@ -153,8 +153,10 @@ class NetRule:
     Attributes:
         allow: ``True`` for ALLOW, ``False`` for DENY.
         protos: a subset of ``{"tcp", "udp"}``.
-        networks: the networks the rule covers (hostnames already resolved and pinned).
-        host: the hostname as written, ``None`` for an address or ``*``.
+        networks: the networks the rule covers (hostnames already resolved and pinned;
+            none for a ``*.suffix`` pattern, which is matched as a name only).
+        host: the hostname or ``*.suffix`` pattern, lower case without a final dot;
+            ``None`` for an address, a network or ``*``.
         ports: inclusive ``(low, high)`` ranges; empty means no port at all.
         directions: a subset of ``{"IN", "OUT"}``.
     """
@@ -307,6 +309,8 @@ class Verdict:
             rather than a permission error.
         category: for sensitive functions, the registry category.
         fix: the exact rule line that would allow the access, when one would.
+        address_class: for a connection refused by the SSRF-safe defaults, the class of
+            its address ("loopback", "link-local (cloud metadata)": ``netclasses``).
     """
 
     allowed: bool
@@ -314,3 +318,4 @@ class Verdict:
     hidden: bool = False
     category: str | None = None
     fix: str | None = None
+    address_class: str | None = None

@@ -27,6 +27,16 @@ FORMAT = "net=ACTION|PROTO|NETWORK|PORTS|DIRECTION"
 _LABEL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
+def is_name_pattern(text: str) -> bool:
+    """Whether ``text`` is ``*.`` followed by a host name of at least two labels (a
+    pattern over a top-level domain, ``*.com``, would be nearly as wide as ``*``), or
+    ``*.localhost`` (RFC 6761: loopback); see ``netnames`` for how it matches."""
+    if not text.startswith("*."):
+        return False
+    suffix = text[2:-1] if text.endswith(".") else text[2:]
+    return is_host_name(suffix) and ("." in suffix or suffix.lower() == "localhost")
+
+
 def is_host_name(text: str) -> bool:
     """Whether ``text`` is a host name a ``net=`` rule accepts: 1 to 253 characters,
     labels of 1 to 63 characters joined by dots, the first not starting with ``-``, one
@@ -98,12 +108,22 @@ def parse_net(sink: Sink, origin: Origin, value: str, resolve: Resolver) -> None
         parsed = netaddr.parse_network(network)
         if parsed is not None:
             networks = (parsed,)
+        elif is_name_pattern(network):
+            # Matched against the name the program asks for; nothing to pin.
+            host, networks = network.lower().rstrip("."), ()
         elif "/" not in network and is_host_name(network):
             host = network.lower().rstrip(".")
             resolved = _resolve(sink, origin, host, allow, resolve)
             if resolved is None:
                 return
             networks = resolved
+        elif "*" in network:
+            sink.issue(
+                origin,
+                f"'{origin.text}': '{network}': a wildcard stands for whole labels at the "
+                "start of a name of two labels or more (*.example.com), or alone (*)",
+            )
+            return
         else:
             sink.issue(origin, f"'{origin.text}': '{network}' is not an address, network or name")
             return

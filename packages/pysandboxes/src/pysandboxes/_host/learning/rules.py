@@ -155,12 +155,37 @@ def _net(out: _Out, events: Sequence[Event]) -> None:
             continue
         ports, first = by_target.setdefault((event.name, event.proto, event.access), (set(), event))
         ports.add(event.port)
+        for address in _defaulted(event):
+            # A name leading to loopback, the LAN...: its rule alone would not reach it
+            # next run (the SSRF-safe defaults), the address must be named as well.
+            ports, _ = by_target.setdefault((address, event.proto, event.access), (set(), event))
+            ports.add(event.port)
     for (host, proto, direction), (ports, first) in by_target.items():
         listed = ",".join(str(p) for p in sorted(ports))
         verb = "bound by" if direction == "IN" else "connected by"
         out.add(
             "net", "socket", f"net=ALLOW|{proto}|{host}|{listed}|{direction}", verb, first.where
         )
+
+
+def _defaulted(event: Event) -> list[str]:
+    """The addresses of a name connected to that only a rule naming them reaches."""
+    from pysandboxes._policy import netaddr
+    from pysandboxes._policy.netclasses import Classifier, names_loopback
+
+    if event.access != "OUT" or netaddr.parse_address(event.name) is not None:
+        return []
+    if names_loopback(event.name):
+        return []  # localhost names loopback itself
+    classifier = Classifier()
+    found: list[str] = []
+    for text in event.addresses[:16]:
+        parsed = netaddr.parse_address(text)
+        if parsed is not None:
+            address = netaddr.reached(parsed, outgoing=True)
+            if classifier.classify(address) is not None and str(address) not in found:
+                found.append(str(address))
+    return found
 
 
 def _learnable_host(name: str) -> bool:

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import _socket
 from _socket import socket as _raw_socket
+from _thread import get_ident
 
 from pysandboxes._inside.enforce import Connection
 from pysandboxes._inside.guards.dnspins import PINNED_EVENT
 from pysandboxes._inside.guards.values import plain_int, plain_str, unix_address
 from pysandboxes._policy import netaddr  # bound now: hidden with the guards' modules
+from pysandboxes._policy import netclasses as netclasses  # for NetJudge, hidden with them
+from pysandboxes._policy.netnames import NameIndex
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -94,6 +97,14 @@ class NetworkGuard:
         #: The decision log, when allowed accesses are logged too (``audit-log=``).
         self.log: DecisionLog | None = None
         self._hosts = {rule.host.lower(): rule.origin for rule in policy.net if rule.host}
+        # Names a ``*.suffix`` rule allows cannot be pinned: their lookups go to the
+        # system, and the addresses answered are remembered here, so that a connection
+        # to one is judged as asked by that name (the SSRF-safe defaults still apply).
+        self._wildcards = NameIndex(
+            r for r in policy.net if r.allow and r.host is not None and r.host.startswith("*.")
+        )
+        self._answered: dict[str, str] = {}
+        self._resolving: set[int] = set()  # threads resolving in _answer (its own event)
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -175,20 +186,31 @@ class NetworkGuard:
             if self.log is not None:
                 self.log.allowed("net", f"{proto}:{host}:{port}", direction, self._judge_rule(key))
             return  # an address (never a name: its answer may move) allowed before
+        asked = host if self._wildcards and self._wildcards.rules(host) else None
         for ip in self._addresses(host, port, family):
-            verdict = self._judge.judge(proto, ip, port, direction)
+            name = asked or (self._answered.get(ip) if self._answered else None)
+            verdict = self._judge.judge(proto, ip, port, direction, name)
             if verdict.allowed and self.log is not None:
                 self.log.allowed("net", f"{proto}:{host}:{port}", direction, verdict.rule)
             if not verdict.allowed:
                 shown = f"[{ip}]:{port}" if host == ip else f"{host} ([{ip}]:{port})"
                 if verdict.rule is not None:
                     message = f"The {what} {shown} is refused by {verdict.rule}."
+                elif verdict.address_class is not None:
+                    message = (
+                        f"The {what} {shown} is refused: the address is "
+                        f"{verdict.address_class}, which no wildcard or host name rule "
+                        "reaches (an SSRF-safe default); only a rule naming the address "
+                        f"or its range does. Add '{verdict.fix}' to {self._rule_file} to "
+                        "allow it."
+                    )
                 else:
                     message = f"The {what} {shown} is refused: no net= rule allows it."
                     if verdict.fix:
                         message += f" Add '{verdict.fix}' to {self._rule_file} to allow it."
                 rule = str(verdict.rule) if verdict.rule else None
-                target = Connection(proto, host, port, direction, (ip,))
+                fix = verdict.fix or "" if verdict.address_class else ""  # the address's
+                target = Connection(proto, host, port, direction, (ip,), fix)
                 self._refuse(message, f"{host}:{port}", rule, target)
         if host in self._numeric:
             if len(self._passed) > 4096:
@@ -216,7 +238,15 @@ class NetworkGuard:
 
     def _lookup(self, name: object) -> None:
         host = _text(name)
-        if host is None or not self._only_pinned or host in self._numeric:
+        if host is None or host in self._numeric:
+            return
+        if self._wildcards and self._wildcards.rules(host):
+            if get_ident() not in self._resolving:  # not the lookup _answer makes
+                self._answer(host)
+                if self.log is not None:
+                    self.log.allowed("lookup", host, "OUT", self._wildcards.rules(host)[0].origin)
+            return
+        if not self._only_pinned:
             return
         if netaddr.parse_address(host) is not None:
             self._remember(host)
@@ -232,6 +262,23 @@ class NetworkGuard:
             None,
             Connection("", host, 0, "lookup"),
         )
+
+    def _answer(self, host: str) -> None:
+        """Resolve ``host``, a name a ``*.suffix`` rule allows, and remember which name
+        each address answered stands for (bounded). The program's own lookup follows:
+        an address it gets that this one did not is judged as an address alone."""
+        thread = get_ident()
+        self._resolving.add(thread)
+        try:
+            infos = self._getaddrinfo(host, None)
+        except OSError:
+            return  # the program's lookup fails the same way
+        finally:
+            self._resolving.discard(thread)
+        if len(self._answered) > 4096:
+            self._answered.clear()
+        for info in infos:
+            self._answered[str(info[4][0]).split("%")[0]] = host
 
     def _reverse(self, name: object) -> None:
         """``gethostbyaddr`` and ``getnameinfo``: a name is looked up first, and an address
