@@ -303,3 +303,41 @@ def test_cant_redraw_the_question_with_a_path_of_escape_codes() -> None:
     assert answer is Decision.DENY
     assert "\x1b" not in seen.replace("\x1b[", "")  # nothing but what the test sends
     assert "/tmp/\\x1b[2J\\x1b[Hfake\\rAllow? [o/r/a/d] o" in seen
+
+
+LIST_AND_REMOVE = """
+import os, sys
+place = sys.argv[1]
+print("LISTED", sorted(os.listdir(place)), flush=True)
+try:
+    os.remove(os.path.join(place, "notes.txt"))
+    print("REMOVED", flush=True)
+except OSError as exc:
+    print("REFUSED", type(exc).__name__, flush=True)
+"""
+
+
+def test_a_listing_and_a_removal_are_asked_and_done_by_python_sb(
+    py: Runner, python_sb: str, project: Path, hidden: Path
+) -> None:
+    place = hidden.parent
+    (project / "probe.py").write_text(LIST_AND_REMOVE)
+    spare = place.parent / "spare"
+    spare.mkdir()
+    (spare / "notes.txt").write_text("x")
+    control = py("probe.py", str(spare))  # the positive control: unsandboxed, both work
+    assert control.stdout == "LISTED ['notes.txt']\nREMOVED\n"
+    (project / ".py-sandboxes").write_text("python-import=os\n")
+    child = spawn(python_sb, project, "--prompt", "probe.py", str(place))
+    child.expect(QUESTION)
+    assert f"python-sb: the program asks to list {place} (at probe.py:4)" in (child.before or "")
+    child.send("o")
+    child.expect(QUESTION)
+    asked = (child.before or "").replace("\r", "")
+    assert "LISTED ['notes.txt']" in asked  # listed by python-sb, sent as data
+    assert f"python-sb: the program asks to delete {hidden} (at probe.py:6)" in asked
+    assert f"the rule that allows it: expose-rw={place}" in asked
+    child.send("d")
+    shown = screen(child)
+    assert "REFUSED RuleFileNotFoundError" in shown  # deny: today's refusal
+    assert hidden.exists()

@@ -172,6 +172,8 @@ class TtyDecider:
     def question(self, request: PermissionRequest) -> str:
         """The question as drawn on the terminal."""
         what = f"{request.operation} {shown(request.resource)}"
+        if request.target:
+            what += f" to {shown(request.target)}"
         where = f" (at {shown(request.location)})" if request.location else ""
         lines = [
             "",

@@ -6,17 +6,21 @@ for each:
 
 1. decodes it with ``_wire.codec`` alone, and refuses unasked what is malformed, what
    comes while no call of the sandbox runs (partial mode), a file that is not a plain
-   absolute path outside ``/proc``, ``/sys`` and ``/dev``, a write to a rule file, flags
-   that do not match the operation asked about, and every request of a kind denied
-   ``MAX_DENIALS`` times already (said once on stderr);
+   absolute path outside ``/proc``, ``/sys`` and ``/dev``, a write to a rule file or a
+   change of one's name, flags that do not match the operation asked about, a variable
+   the application does not have (or any, in complete mode: the waiter has no values),
+   and every request of a kind denied ``MAX_DENIALS`` times already (said once on
+   stderr);
 2. asks a ``Decider`` (``_host.deciders``: in partial mode the application's
    ``on_request`` callback, in complete mode the person at the terminal), unless the
    same resource was allowed for the run;
 3. performs what was allowed (``_host.performing``): opens the file itself, following
    no symbolic link on the way (a component at a time, ``O_NOFOLLOW``), refusing
    anything but a regular file, or connects the socket, and hands the descriptor over
-   (``SCM_RIGHTS``). An import or a sensitive call needs nothing here: it goes on at
-   the Python level only;
+   (``SCM_RIGHTS``); lists a directory (the listing in a sealed memory file handed over
+   the same way), takes a ``stat``, removes, makes or renames a name, by the same
+   walk; a variable's value (partial mode) is sent as data. An import or a sensitive
+   call needs nothing here: it goes on at the Python level only;
 4. for ``ALWAYS``, writes the rule learning would write, through the learned-rule writer
    (a ``.old`` backup kept), with the provenance ``allowed at a prompt, <date>``;
 5. sends the decision to the decision log, when the run keeps one.
@@ -32,7 +36,7 @@ import sys
 import threading
 
 from pysandboxes._policy.prompts import Decision, PermissionRequest
-from pysandboxes._wire.asks import MAX_ASK, Answer, encode_answer
+from pysandboxes._wire.asks import MAX_ANSWER, MAX_ASK, MAX_VALUE, Answer, encode_answer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,6 +61,8 @@ MAX_DENIALS = 5
 #: Requests of one run answered at all; the ones after are denied unasked.
 MAX_ASKS = 10_000
 _OPERATIONS = {"net": "connect", "import": "import"}
+#: The learning event each file operation is written as, for the rule ``ALWAYS`` writes.
+_LEARNED_AS = {"stat": "read", "lstat": "read", "rmdir": "delete", "mkdir": "create"}
 
 
 class Broker:
@@ -72,10 +78,13 @@ class Broker:
         *,
         host: Mapping[str, str] | None = None,
         watch: Followed | None = None,
+        values: bool = True,
     ) -> None:
         """``host``: the host's environment as far as the rules are written with it (its
         home, its path variables, the names of the others), by default this process's;
-        ``watch``: the run's rule-file snapshot, told of each rule written here."""
+        ``watch``: the run's rule-file snapshot, told of each rule written here;
+        ``values``: whether ``host`` holds the variables' values, to hand over when a
+        prompt allows reading one (partial mode; the waiter has names only)."""
         self._sock = sock
         self._spec = spec
         self._decider = decider
@@ -83,6 +92,8 @@ class Broker:
         self._log = log
         self._host = os.environ if host is None else host
         self._watch = watch
+        self._values = values
+        self._ignored: IgnoreMatcher | None = None
         self._allowed: set[tuple[str, str, str]] = set()  # RUN and ALWAYS, for this run
         self._denials: dict[str, int] = {}
         self._asked = 0
@@ -114,11 +125,17 @@ class Broker:
             answer, fd = Answer("deny", "the request was malformed"), None
             if not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC) and len(data) <= MAX_ASK:
                 answer, fd = self.handle(data)
+            encoded = encode_answer(answer)
+            if len(encoded) > MAX_ANSWER:  # cannot be: the values are bounded; fail closed
+                encoded = encode_answer(Answer("deny", "the answer was too long to send"))
+                if fd is not None:
+                    os.close(fd)
+                    fd = None
             rights = []
             if fd is not None:
                 rights = [(socket.SOL_SOCKET, socket.SCM_RIGHTS, fd.to_bytes(4, "little"))]
             try:
-                self._sock.sendmsg([encode_answer(answer)], rights)
+                self._sock.sendmsg([encoded], rights)
             except OSError:
                 return
             finally:
@@ -136,8 +153,9 @@ class Broker:
         if why:
             return Answer("deny", why), None
         self._asked += 1
-        request = self._request(ask)
-        key = (ask.kind, ask.resource, ask.operation)
+        rules = self._rules(ask)  # before it is done: what is shown is what is written
+        request = self._request(ask, rules[0].line if rules else "")
+        key = (ask.kind, f"{ask.resource}\0{ask.target}", ask.operation)
         if key in self._allowed:
             decision = Decision.RUN
         else:
@@ -145,14 +163,14 @@ class Broker:
         if decision is Decision.ALWAYS and request.secret:
             _say(f"{request.resource} holds a secret: ALWAYS is not offered for it; denied")
             decision = Decision.DENY
-        fd = None
+        fd, value = None, None
         if decision is not Decision.DENY:
             try:
-                fd = self._perform(ask)
+                fd, value = self._perform(ask)
             except OSError as exc:
                 self._record(ask, Decision.DENY, request.rule)
                 return Answer("deny", f"the trusted side could not do it: {exc}"), None
-        if decision is Decision.ALWAYS and not self._write_rule(request.rule, ask):
+        if decision is Decision.ALWAYS and not self._write_rule(request.rule, rules):
             decision = Decision.RUN
         self._record(ask, decision, request.rule)
         if decision is Decision.DENY:
@@ -165,7 +183,7 @@ class Broker:
             return Answer("deny"), None
         if decision is not Decision.ONCE:
             self._allowed.add(key)
-        return Answer(decision.value), fd
+        return Answer(decision.value, value=value), fd
 
     def _unaskable(self, ask: Ask) -> str:
         """Why a request is refused unasked, or ``""``."""
@@ -179,20 +197,29 @@ class Broker:
             from pysandboxes._host.performing import unopenable
 
             return unopenable(ask, self._spec.protected)
+        if ask.kind == "env":
+            if not self._values:
+                return "no variable's value is here to give (complete mode: env=NAME=${NAME})"
+            value = self._host.get(ask.resource)
+            if value is None:
+                return "the application has no such variable"
+            if len(value) > MAX_VALUE:
+                return f"its value is longer than {MAX_VALUE} characters"
         return ""
 
-    def _request(self, ask: Ask) -> PermissionRequest:
+    def _request(self, ask: Ask, rule: str) -> PermissionRequest:
         from pysandboxes._host.learning.places import secret_variable
         from pysandboxes._policy.secrets import secret_path
 
-        secret = ask.kind == "file" and secret_path(ask.resource, [os.path.expanduser("~")])
+        homes = [os.path.expanduser("~")]
+        secret = ask.kind == "file" and any(
+            secret_path(path, homes) for path in (ask.resource, ask.target) if path
+        )
         secret = secret or (ask.kind == "env" and secret_variable(ask.resource))
         resource = f"{ask.resource}:{ask.port}" if ask.kind == "net" else ask.resource
         operation = _OPERATIONS.get(ask.kind, ask.operation)
-        rules = self._rules(ask)
-        rule = rules[0].line if rules else ""
         where = "".join(c if c.isprintable() else "?" for c in ask.where[:200])
-        return PermissionRequest(ask.kind, resource, operation, where, rule, secret)
+        return PermissionRequest(ask.kind, resource, operation, where, rule, secret, ask.target)
 
     def _decide(self, request: PermissionRequest, call: int) -> Decision:
         try:
@@ -205,14 +232,38 @@ class Broker:
             return Decision.DENY
         return decision
 
-    def _perform(self, ask: Ask) -> int | None:
-        from pysandboxes._host.performing import connect, open_without_links
+    def _perform(self, ask: Ask) -> tuple[int | None, str | tuple[int, ...] | None]:
+        """Do what was allowed: the descriptor to hand over, and the value to send."""
+        from pysandboxes._host import performing
+        from pysandboxes._wire.asks import CHANGES
 
         if ask.kind == "file":
-            return open_without_links(ask.resource, ask.flags)
+            if ask.operation == "list":
+                hidden = self._hidden_in(ask.resource)
+                return performing.list_without_links(ask.resource, hidden), None
+            if ask.operation in ("stat", "lstat"):
+                follow = ask.operation == "stat"
+                return None, performing.stat_without_links(ask.resource, follow)
+            if ask.operation in CHANGES:
+                performing.change_without_links(ask)
+                return None, None
+            return performing.open_without_links(ask.resource, ask.flags), None
         if ask.kind == "net":
-            return connect(ask.resource, ask.port)
-        return None
+            return performing.connect(ask.resource, ask.port), None
+        if ask.kind == "env":
+            return None, self._host.get(ask.resource, "")
+        return None, None
+
+    def _hidden_in(self, directory: str) -> Callable[[str], bool]:
+        """Which entries of ``directory``, whose listing a prompt allowed, are left out:
+        the ones an ``ignore=`` rule hides, as the listing guard leaves them out of an
+        exposed directory (the directory listed counts as the exposure)."""
+        if self._ignored is None:
+            from pysandboxes._policy.globs import compile_ignore
+
+            self._ignored = compile_ignore(list(self._spec.policy.ignore))
+        matcher = self._ignored
+        return lambda real: matcher(real, directory) is not None
 
     # -- ALWAYS: the rule file ------------------------------------------------------------
 
@@ -233,19 +284,25 @@ class Broker:
             frozenset(spec.protected) | {plan.output},
         )
         if ask.kind == "net":
-            event = Event("net", ask.resource, "OUT", "tcp", ask.port)
+            events = [Event("net", ask.resource, "OUT", "tcp", ask.port)]
+        elif ask.kind == "file" and ask.operation == "rename":
+            events = [Event("file", ask.resource, "delete"), Event("file", ask.target, "create")]
         elif ask.kind == "file":
-            event = Event("file", ask.resource, ask.operation)
+            access = _LEARNED_AS.get(ask.operation, ask.operation)
+            if access == "read" and os.path.isdir(ask.resource):
+                access = "list"  # a directory's stat: the rule that lets it be looked at
+            events = [Event("file", ask.resource, access)]
         else:
-            event = Event(ask.kind, ask.resource, ask.operation)
-        return list(learn([event], context).rules)
+            events = [Event(ask.kind, ask.resource, ask.operation)]
+        return list(learn(events, context).rules)
 
     def rule_path(self) -> str:
         """The rule file ``ALWAYS`` writes to: the one the rules were read from."""
         return os.path.join(self._spec.rule_dir, os.path.basename(self._spec.rule_file))
 
-    def _write_rule(self, line: str, ask: Ask) -> bool:
-        """Write the rule for ``ask``; ``False`` (allowed for the run only) if none can be."""
+    def _write_rule(self, line: str, learned: list[LearnedRule]) -> bool:
+        """Write the rules shown (``line`` the first); ``False`` (allowed for the run
+        only) if none can be."""
         from datetime import datetime
         from pathlib import Path
 
@@ -263,7 +320,7 @@ class Broker:
             return False
         now = datetime.now()
         note = f"allowed at a prompt, {now:%Y-%m-%d}"
-        rules = [LearnedRule(r.block, r.line, note, r.group) for r in self._rules(ask)]
+        rules = [LearnedRule(r.block, r.line, note, r.group) for r in learned]
         try:
             if path.name == "pyproject.toml":
                 write_pyproject(path, rules, now=now)
@@ -282,6 +339,8 @@ class Broker:
         from pysandboxes._wire.decisions import Decision as Logged
 
         target = f"tcp:{ask.resource}:{ask.port}" if ask.kind == "net" else ask.resource
+        if ask.target:
+            target = f"{ask.resource} -> {ask.target}"
         text = f"answered {decision.name} at a prompt"
         allowed = decision is not Decision.DENY
         fix = "" if allowed else rule
@@ -290,6 +349,7 @@ class Broker:
 
 
 if TYPE_CHECKING:
+    from pysandboxes._policy.globs import IgnoreMatcher
     from pysandboxes._policy.writer import LearnedRule
 
 

@@ -9,21 +9,26 @@ For each access the rules refuse and someone may allow, it sends an ``Ask`` to a
   decision log's ``Auditing`` when there is a log);
 - an import or a sensitive call allowed: it goes on, at the Python level only (the kernel
   still governs every file the module or the call touches);
-- a file open or a TCP connection allowed: the trusted side has performed it and handed
-  the descriptor over. The kernel wall stays as it was compiled: this process could not
-  open the file or reach the address itself. The guard's refusal is then ``Granted``,
-  which the wrappers installed here (``install_grants``) turn into the normal return
-  value: a file object or descriptor named as the program named it, a socket connected
-  on the program's own descriptor.
+- a file open, a listing, a ``stat``, a removal, a directory made, a rename or a TCP
+  connection allowed: the trusted side has performed it and handed the result over (a
+  descriptor, a listing in a sealed memory file, a ``stat``'s fields). The kernel wall
+  stays as it was compiled: this process could not open the file, list the directory
+  or reach the address itself. The guard's refusal is then ``Granted``, which the
+  wrappers (``_inside.grants``) turn into the normal return value: a file object named
+  as the program named it, a socket connected on the program's own descriptor, a list
+  of names, an ``os.stat_result``;
+- a variable's value allowed (partial mode): sent as data, returned by the read.
 
-The wrappers say what the program is doing (``os.open`` flags, the socket's descriptor)
-in ``_INTENTS`` for the enforcer to put in its request. The program can reach and change
-that (a wrapper's closure): it gains nothing, since the trusted side checks the flags
-against the operation it asks about, and the descriptors are the program's own anyway.
+The wrappers say what the program is doing (``os.open`` flags, the socket's descriptor,
+the path it removes) in ``INTENTS`` for the enforcer to put in its request. The program
+can reach and change that (a wrapper's closure): it gains nothing, since the trusted
+side checks the flags against the operation it asks about, performs only what the
+person was shown, and the descriptors are the program's own anyway.
 """
 
 from __future__ import annotations
 
+import json  # imported before the guards: an import at a request would be judged
 import os
 import socket
 from _thread import allocate_lock, get_ident
@@ -32,7 +37,16 @@ from pysandboxes._inside.guards.integrity import INTERNALS
 from pysandboxes._inside.recorder import program_site
 from pysandboxes._policy.model import Access
 from pysandboxes._policy.registry import SUBINTERPRETER_FUNCTIONS, SUBINTERPRETER_MODULES
-from pysandboxes._wire.asks import DENY, MAX_ANSWER, Answer, Ask, encode_ask, parse_answer
+from pysandboxes._wire.asks import (
+    DENY,
+    MAX_ANSWER,
+    MAX_LISTED,
+    MAX_LISTING,
+    Answer,
+    Ask,
+    encode_ask,
+    parse_answer,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,18 +64,23 @@ if TYPE_CHECKING:
             ...
 
 
-#: What the wrappers are doing on each thread: ``("open", flags)`` or ``("connect", fd)``.
-_INTENTS: dict[int, tuple[str, int]] = {}
+#: What the wrappers are doing on each thread: ``("open", flags)``, ``("connect", fd)``,
+#: ``("list", 0)``, ``("stat", follow)``, ``("delete" | "rmdir" | "mkdir", path, mode)``
+#: or ``("rename", source, target)`` (paths absolute, as the program named them).
+INTENTS: dict[int, tuple[Any, ...]] = {}
 _FD_SIZE = 4  # an int in SCM_RIGHTS
+_LOOKS = {"os.listdir": "list", "os.scandir": "list", "os.stat": "stat", "os.lstat": "stat"}
 
 
 class Granted(BaseException):
-    """The trusted side performed a refused access: ``fd`` is its result. A
-    ``BaseException``: no ``except Exception`` between the guard and the wrapper stops it."""
+    """The trusted side performed a refused access: ``fd`` is its descriptor (-1: none),
+    ``value`` what it sent as data (a listing, a ``stat``'s fields). A ``BaseException``:
+    no ``except Exception`` between the guard and the wrapper stops it."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, value: object = None) -> None:
         super().__init__(fd)
         self.fd = fd
+        self.value = value
 
 
 class Channel:
@@ -110,9 +129,11 @@ class Asking:
         self._call = call
         self._busy: set[int] = set()  # threads asking now: what they do is ours
         self._handed: set[int] = set()  # descriptors received and not yet taken
+        self._value: object = None
 
     def _ask(self, kind: str, resource: str, operation: str, **more: Any) -> int | None:
-        """Ask; ``None`` when denied, else the descriptor handed over (-1: none)."""
+        """Ask; ``None`` when denied, else the descriptor handed over (-1: none); the
+        value sent with it is kept in ``self._value``."""
         thread = get_ident()
         if thread in self._busy:
             return None
@@ -125,6 +146,7 @@ class Asking:
             answer, fd = self._asker.ask(ask)
         finally:
             self._busy.discard(thread)
+        self._value = answer.value
         if answer.decision == DENY:
             if fd is not None:
                 os.close(fd)
@@ -145,19 +167,49 @@ class Asking:
     # -- the Enforcer protocol ---------------------------------------------------------
 
     def refuse_file(self, report: FileAccess, verdict: Verdict) -> None:
-        """Ask for an open the rules refuse; the trusted side opens it, or it is refused."""
+        """Ask for a file access the rules refuse; the trusted side performs it, or it
+        is refused. What no rule can allow (a rule file, a name the guard cannot judge:
+        a ``fix`` in ``<>``) is refused unasked."""
         fix = verdict.fix
-        intent = _INTENTS.get(get_ident())
+        intent = INTENTS.get(get_ident())
         if fix is not None and not fix.startswith("<") and intent is not None:
-            what, flags = intent
-            if what == "open" and report.access in (Access.READ, Access.WRITE):
-                operation = "read" if report.access is Access.READ else "write"
-                if operation == "write" and flags & os.O_CREAT and not _exists(report.real):
-                    operation = "create"
-                fd = self._ask("file", report.real, operation, flags=flags)
-                if fd is not None and fd >= 0:
-                    raise Granted(fd)
+            self._file(report, intent)
         self._enforcing.refuse_file(report, verdict)
+
+    def _file(self, report: FileAccess, intent: tuple[Any, ...]) -> None:
+        """Ask for what ``intent`` says the program does; raise ``Granted`` if done."""
+        what = intent[0]
+        if what == "open" and report.access in (Access.READ, Access.WRITE):
+            flags: int = intent[1]
+            operation = "read" if report.access is Access.READ else "write"
+            if operation == "write" and flags & os.O_CREAT and not _exists(report.real):
+                operation = "create"
+            fd = self._ask("file", report.real, operation, flags=flags)
+            if fd is not None and fd >= 0:
+                raise Granted(fd)
+        elif _LOOKS.get(report.api) == what and report.access is Access.READ:
+            if what == "list":
+                fd = self._ask("file", report.real, "list")
+                if fd is not None and fd >= 0:
+                    raise Granted(-1, _listing(fd))
+            else:
+                operation = "stat" if intent[1] else "lstat"
+                asked = self._ask("file", report.real, operation)
+                fields: object = self._value
+                if asked is not None and type(fields) is tuple:
+                    raise Granted(-1, tuple[int, ...](fields))  # pyright: ignore[reportUnknownArgumentType]
+        elif what in ("delete", "rmdir", "mkdir"):
+            mode = intent[2] & 0o7777 if what == "mkdir" else 0
+            if self._ask("file", intent[1], what, flags=mode) is not None:
+                raise Granted(-1)
+        elif what == "rename" and self._ask("file", intent[1], what, target=intent[2]) is not None:
+            raise Granted(-1)
+
+    def ask_env(self, name: str) -> str | None:
+        """Ask for a variable the sandbox lacks (partial mode): its value, or ``None``."""
+        if self._ask("env", name, "read") is None or type(self._value) is not str:
+            return None
+        return self._value
 
     def refuse_call(self, qualname: str, category: str, message: str) -> None:
         """Ask for a sensitive call; allowed, it goes on (the kernel still rules)."""
@@ -171,7 +223,7 @@ class Asking:
     ) -> None:
         """Ask for a TCP connection; the trusted side connects, and the program's socket
         goes on on the connection it made."""
-        intent = _INTENTS.get(get_ident())
+        intent = INTENTS.get(get_ident())
         if (
             target is not None
             and target.direction == "OUT"
@@ -200,89 +252,28 @@ class Asking:
         self._enforcing.refuse_import(module, message, category)
 
 
+def _listing(fd: int) -> list[tuple[str, str, int]]:
+    """The listing the trusted side wrote to the memory file ``fd`` (closed here)."""
+    try:
+        size = os.fstat(fd).st_size
+        if size > MAX_LISTING:
+            return []
+        data = os.pread(fd, size, 0)
+    finally:
+        os.close(fd)
+    entries: list[list[object]] = json.loads(data)  # the trusted side's own
+    found: list[tuple[str, str, int]] = []
+    if type(entries) is list:
+        for entry in entries[:MAX_LISTED]:
+            name, kind, inode = entry  # a wrong shape raises
+            if type(name) is str and type(kind) is str and type(inode) is int:
+                found.append((name, kind, inode))
+    return found
+
+
 def _exists(path: str) -> bool:
     try:
         os.lstat(path)
     except (OSError, ValueError):
         return False
     return True
-
-
-def install_grants(asking: Asking) -> None:
-    """Wrap the judged ``open``, ``io.open``, ``os.open`` and ``socket.connect`` so that an
-    access the trusted side performed returns as the original would have returned it.
-    Installed after the file wrappers, before the hook: they hold nothing the program
-    could not reach anyway (the judged functions, the public ``_io.open``)."""
-    import _io
-    import builtins
-    import io
-    import posix
-
-    from pysandboxes._inside.guards.pinned import open_flags
-
-    judged_open, judged_os_open, raw_open = builtins.open, posix.open, _io.open
-    raw_connect = socket.socket.connect
-    intents = _INTENTS
-
-    def opened(file: Any, mode: Any = "r", *args: Any, **kwargs: Any) -> Any:
-        thread = get_ident()
-        before = intents.get(thread)
-        intents[thread] = ("open", open_flags(mode) if type(mode) is str else 0)
-        try:
-            return judged_open(file, mode, *args, **kwargs)
-        except Granted as granted:
-            fd = asking.take(granted)
-            kwargs.pop("opener", None)
-            kwargs["closefd"] = True
-            try:
-                handle = raw_open(fd, mode, *args[:4], **kwargs)
-            except BaseException:
-                os.close(fd)
-                raise
-            raw: Any = getattr(getattr(handle, "buffer", handle), "raw", handle)
-            try:
-                raw.name = file  # as open() names it
-            except (AttributeError, TypeError):
-                pass
-            return handle
-        finally:
-            _restore(intents, thread, before)
-
-    def os_opened(path: Any, flags: Any, mode: Any = 0o777, **kwargs: Any) -> Any:
-        thread = get_ident()
-        before = intents.get(thread)
-        intents[thread] = ("open", flags if type(flags) is int else 0)
-        try:
-            return judged_os_open(path, flags, mode, **kwargs)
-        except Granted as granted:
-            return asking.take(granted)
-        finally:
-            _restore(intents, thread, before)
-
-    def connect(self: Any, address: Any) -> None:
-        thread = get_ident()
-        before = intents.get(thread)
-        intents[thread] = ("connect", self.fileno())
-        try:
-            return raw_connect(self, address)
-        except Granted as granted:
-            if granted.fd != -1:
-                raise
-            return None
-        finally:
-            _restore(intents, thread, before)
-
-    for made, like in ((opened, judged_open), (os_opened, judged_os_open)):
-        made.__name__, made.__qualname__ = like.__name__, like.__qualname__
-        made.__doc__ = like.__doc__
-    opened.__module__ = judged_open.__module__
-    builtins.open = io.open = opened
-    posix.open = os.open = os_opened
-    socket.socket.connect = connect  # type: ignore[method-assign]
-
-
-def _restore(intents: dict[int, tuple[str, int]], thread: int, before: Any) -> None:
-    if before is None:
-        intents.pop(thread, None)
-    else:
-        intents[thread] = before

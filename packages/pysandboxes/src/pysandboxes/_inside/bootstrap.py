@@ -170,9 +170,9 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     dnspins.install(policy.pins, sealed_globals)
     filewraps.install(files.workdir, sealed_globals)
     if asking is not None:
-        from pysandboxes._inside.asking import install_grants
+        from pysandboxes._inside.grants import install_grants
 
-        install_grants(asking)
+        install_grants(asking, environment=spec.serve is not None)
     if patch is not None:
         installed = [r for r in roots if "-packages" in r]
         ambient = patch.ambient_files(os.path.dirname(os.__file__), installed)

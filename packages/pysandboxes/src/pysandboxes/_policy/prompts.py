@@ -35,15 +35,19 @@ class PermissionRequest:
     """An access the rules refuse, asked about instead of refused.
 
     Attributes:
-        kind: ``file``, ``net``, ``import`` or ``call``.
-        resource: what is asked for: a real path, ``host:port``, a module, a function.
-        operation: ``read``, ``write`` or ``create`` for a file; ``connect`` for the
-            network; ``import``; a sensitive call's category (``process-exec``...).
+        kind: ``file``, ``net``, ``import``, ``call`` or ``env``.
+        resource: what is asked for: a real path, ``host:port``, a module, a function,
+            a variable's name.
+        operation: ``read``, ``write`` or ``create`` (open), ``list``, ``stat`` or
+            ``lstat`` (look), ``delete``, ``rmdir``, ``mkdir`` or ``rename`` for a
+            file; ``connect`` for the network; ``import``; a sensitive call's category
+            (``process-exec``...); ``read`` for a variable.
         location: the program's line that asked (``pkg/mod.py:42``), as the sandbox
             reported it (``""`` when unknown): shown, never trusted.
         rule: the exact rule ``Decision.ALWAYS`` would write (``expose-ro=./data/a.txt``).
-        secret: the resource holds a secret (a key, a credential file): ``ALWAYS`` is
-            not offered, and answering it denies.
+        secret: the resource holds a secret (a key, a credential file, a token-like
+            variable): ``ALWAYS`` is not offered, and answering it denies.
+        target: the new name of a ``rename`` (a real path), else ``""``.
     """
 
     kind: str
@@ -52,11 +56,13 @@ class PermissionRequest:
     location: str
     rule: str
     secret: bool = False
+    target: str = ""
 
     def __str__(self) -> str:
         where = f" (at {self.location})" if self.location else ""
         secret = " [a secret]" if self.secret else ""
-        return f"{self.operation} {self.resource}{where}{secret}; rule: {self.rule}"
+        to = f" to {self.target}" if self.target else ""
+        return f"{self.operation} {self.resource}{to}{where}{secret}; rule: {self.rule}"
 
 
 # Public as pysandboxes.Decision and pysandboxes.PermissionRequest: pickled by that name.

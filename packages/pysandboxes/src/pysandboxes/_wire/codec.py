@@ -193,9 +193,10 @@ def decode_ask(data: bytes) -> _asks.Ask | None:
     call, kind, operation = fields.get("c"), _text(fields.get("k")), _text(fields.get("a"))
     resource, where = _text(fields.get("n"), limit=_asks.MAX_TEXT), _text(fields.get("w", ""))
     flags, proto, port = fields.get("o", 0), fields.get("p", ""), fields.get("port", 0)
+    target = _text(fields.get("t", ""), limit=_asks.MAX_TEXT)
     if type(call) is not int or not 0 <= call < 1 << 62 or not resource or where is None:
         return None
-    if kind not in _asks.KINDS or operation is None:
+    if kind not in _asks.KINDS or operation is None or target is None:
         return None
     if kind == "call":
         from pysandboxes._policy.registry import CATEGORIES
@@ -204,13 +205,19 @@ def decode_ask(data: bytes) -> _asks.Ask | None:
             return None
     elif operation not in _asks.KINDS[kind]:
         return None
-    if type(flags) is not int or not 0 <= flags < 1 << 31 or (flags and kind != "file"):
+    if type(flags) is not int or not 0 <= flags < 1 << 31:
+        return None
+    # flags: the open flags of a file, the mode of a directory made; else none
+    mode = operation == "mkdir" and flags <= 0o7777
+    if flags and (kind != "file" or not (operation in _asks.OPENS or mode)):
+        return None
+    if bool(target) != (kind == "file" and operation == "rename"):
         return None
     if type(port) is not int or not 0 <= port <= 65535 or proto not in ("", "tcp"):
         return None
     if (kind == "net") != (proto == "tcp" and port > 0):
         return None
-    return _asks.Ask(call, kind, resource, operation, where, flags, str(proto), port)
+    return _asks.Ask(call, kind, resource, operation, where, flags, str(proto), port, target)
 
 
 def decode_value(
