@@ -2,11 +2,12 @@
 
 ``python-sb -c pass`` pays the interpreter's start, the guards' modules and the kernel
 layer. The guards judge without the heavy standard modules (``json``, ``threading``,
-``runpy``, ``signal``'s enums, ``importlib.util``, the ``ctypes`` package: the kernel
-layer calls libc through ``_ctypes``): a program that wants one imports it, as under plain
-python. ``python-sb`` plans a run without ``re`` and ``ctypes``. The cyclic collector
-waits until the walls are up, then the start-up's objects are frozen out of every later
-collection. Counted here, not timed:
+``runpy``, ``signal``'s enums, ``importlib.util``; the ``ctypes`` package: the kernel
+layer calls libc through ``_ctypes``; ``pathlib`` and ``re``: the file guard reads a
+path object's slot by the standard code, see ``guards/pathobjects``): a program that
+wants one imports it, as under plain python. ``python-sb`` plans a run without ``re``
+and ``ctypes``. The cyclic collector waits until the walls are up, then the start-up's
+objects are frozen out of every later collection. Counted here, not timed:
 ``benchmarks/complete.py`` times it.
 """
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # another directory's conftest may hold the name 'conftest'
     from conftest import Runner
 
 # ctypes._endian: the real ctypes package (``import ctypes`` may give the stand-in).
-HEAVY = ["json", "threading", "signal", "ctypes._endian"]
+HEAVY = ["json", "threading", "signal", "ctypes._endian", "pathlib", "re", "urllib.parse"]
 if sys.version_info < (3, 13):
     # 3.13 imports its frozen modules (these two) through marshal.loads, which the guards
     # charge to the program: the start-up loads them there.

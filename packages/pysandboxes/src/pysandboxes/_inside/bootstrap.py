@@ -329,8 +329,10 @@ def main(
         _runner.load_runpy()
     if sys.version_info >= (3, 13):
         # 3.13 reads its frozen modules with marshal.loads, which the guards would charge
-        # to the program: the two frozen ones the start-up loads no other way load now.
+        # to the program: the frozen ones the start-up loads no other way load now
+        # (ntpath: pathlib's, which the sandbox no longer imports itself).
         import importlib.util  # noqa: F401  # pyright: ignore[reportUnusedImport]
+        import ntpath  # noqa: F401  # pyright: ignore[reportUnusedImport]
 
         _runner.load_runpy()
     # Before prepare() puts the program's directory first on sys.path: that directory is

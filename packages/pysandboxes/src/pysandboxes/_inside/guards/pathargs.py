@@ -8,9 +8,9 @@ into the plain string the system call will use, or say it cannot be known.
 from __future__ import annotations
 
 import os
-import pathlib
 import sys
 
+from pysandboxes._inside.guards.pathobjects import path_object_text
 from pysandboxes._inside.guards.paths import Unjudgeable
 from pysandboxes._inside.guards.values import plain_path_text, unix_address
 from pysandboxes._policy.model import Access
@@ -27,10 +27,10 @@ def exact_path(value: object) -> str | None:
     A ``str`` or ``bytes`` subclass could override the very methods the guard would call;
     concatenating with an empty exact string copies its raw characters instead. A
     ``pathlib`` path with the standard methods is read the way ``os.fspath`` reads it (its
-    text is computed once, then cached). Any other object (some events carry the
-    argument as given, e.g. ``io.FileIO``) gives ``UNKNOWABLE``: asking it again could get
-    a different answer than the system call got. ``None`` means "no path" (an int is a
-    descriptor).
+    text is computed once, then kept in a slot: ``pathobjects``). Any other object (some
+    events carry the argument as given, e.g. ``io.FileIO``) gives ``UNKNOWABLE``: asking
+    it again could get a different answer than the system call got. ``None`` means "no
+    path" (an int is a descriptor).
     """
     kind = type(value)
     if value is None or kind is int:
@@ -38,34 +38,10 @@ def exact_path(value: object) -> str | None:
     text = plain_path_text(value)
     if text is not None:
         return text
-    if kind in _PATH_CLASSES and _pathlib_untouched():
-        try:
-            # The slot the path's own __fspath__ filled when the call converted it; read
-            # through the class's descriptor, so no code of the program runs.
-            text = _PATH_TEXT.__get__(value, kind)  # type: ignore[union-attr]
-        except AttributeError:
-            return UNKNOWABLE
-        if type(text) is str:
-            return text
-    return UNKNOWABLE
-
-
-# pathlib is imported when the sandbox starts, before any program code: these are the
-# real classes, whatever the program later puts in sys.modules.
-_PATH_CLASSES = frozenset({pathlib.PurePosixPath, pathlib.PosixPath})
-_PATH_TEXT = vars(pathlib.PurePath).get("_str")
-_PATH_METHODS = tuple(
-    (klass, vars(klass).get("__fspath__"), vars(klass).get("__str__"))
-    for klass in {*pathlib.PosixPath.__mro__, *pathlib.PurePosixPath.__mro__}
-)
-
-
-def _pathlib_untouched() -> bool:
-    """Whether the program left pathlib's conversion methods as they were at start."""
-    return all(
-        vars(klass).get("__fspath__") is fspath and vars(klass).get("__str__") is text
-        for klass, fspath, text in _PATH_METHODS
-    )
+    # A path object: the text its conversion left in its slot, read through the class's
+    # descriptor (see ``pathobjects``), so no code of the program runs.
+    text = path_object_text(value)
+    return UNKNOWABLE if text is None else text
 
 
 _HEX = frozenset(b"0123456789abcdefABCDEF")
