@@ -24,8 +24,8 @@ def test_a_relief_that_overtakes_its_call_cant_leave_the_connection_unread() -> 
     reader = turns.member()
     turns.wait_turn(reader)
     _, thread, woke = _sleeper(turns)
-    turns.relieve()  # the byte comes before the reader has read the call sent alone
-    assert turns.keep(reader) is False  # so it does not keep the turn...
+    turns.relieve(7)  # the id comes before the reader has read call 7, sent alone
+    assert turns.keep(reader, 7) is False  # so it does not keep the turn...
     turns.pass_on(reader)  # ...and passes it on, as for any call
     thread.join(5)
     assert woke == [True]
@@ -36,20 +36,32 @@ def test_a_relief_during_a_call_sent_alone_passes_the_turn_on() -> None:
     reader = turns.member()
     turns.wait_turn(reader)
     _, thread, woke = _sleeper(turns)
-    assert turns.keep(reader) is True
-    turns.relieve()
+    assert turns.keep(reader, 7) is True
+    turns.relieve(7)
     thread.join(5)
     assert woke == [True]
     assert turns.kept(reader) is False  # its call ended: it waits for its next turn
 
 
-def test_a_late_relief_costs_the_next_call_sent_alone_one_pass_only() -> None:
+def test_a_relief_cant_be_taken_by_another_call_than_its_own() -> None:
+    # Under load the relief of call 8 (read later) came while call 7 was being read: it
+    # must not be spent on 7, or 8 would keep the turn with the calls behind it unread.
     turns = Turns()
     reader = turns.member()
     turns.wait_turn(reader)
-    assert turns.keep(reader) is True
+    turns.relieve(8)
+    assert turns.keep(reader, 7) is True  # 7 was not relieved
+    assert turns.kept(reader) is True
+    assert turns.keep(reader, 8) is False  # 8 was: it passes the turn on
+
+
+def test_a_late_relief_is_held_for_nothing_and_for_a_bounded_few() -> None:
+    turns = Turns()
+    reader = turns.member()
+    turns.wait_turn(reader)
+    assert turns.keep(reader, 7) is True
     assert turns.kept(reader) is True  # the call ended before its relief came
-    turns.relieve()  # late: held for the next call sent alone
-    assert turns.keep(reader) is False
-    assert turns.keep(reader) is True  # and no further
+    for late in range(1000, 3000):
+        turns.relieve(late)  # late ones, for calls that ended
+    assert turns.keep(reader, 9) is True  # a new call is not held back by them
     assert turns.kept(reader) is True

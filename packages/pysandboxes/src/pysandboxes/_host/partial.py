@@ -109,6 +109,7 @@ class Child:
         #: The child's relief pipe, and the call sent alone that runs there (0: none).
         self._relief = started.relief
         self._alone = 0
+        self._alone_lock = threading.Lock()  # the reader clears it as senders set it
         self._ids = itertools.count(1)
         self._waiters: dict[int, Any] = {}
         self._changed = threading.Condition()
@@ -207,7 +208,9 @@ class Child:
 
     def _forget(self, call_id: int) -> None:
         if call_id == self._alone:  # its reply came: the child's worker reads again
-            self._alone = 0
+            with self._alone_lock:  # unless another call was sent alone meanwhile
+                if call_id == self._alone:
+                    self._alone = 0
         if self.prompts is not None:
             self.prompts.forget(call_id)
         with self._changed:
@@ -255,8 +258,10 @@ class Child:
         try:
             with self._send_lock:
                 # Alone in flight: its reader in the child runs it, waking none (``_relieve``)
-                if kind == frames.CALL and len(self._waiters) == 1 and not self._alone:
-                    kind, self._alone = frames.CALL_ALONE, call_id
+                if kind == frames.CALL and len(self._waiters) == 1:
+                    with self._alone_lock:
+                        if not self._alone:
+                            kind, self._alone = frames.CALL_ALONE, call_id
                 self._send(kind, call_id, payload)
         except OSError:
             self._forget(call_id)
@@ -270,15 +275,17 @@ class Child:
     def _send(self, kind: int, call_id: int, payload: bytes | frames.Parts = b"") -> None:
         """Send a frame (the send lock held); a call sent alone runs: relieve first."""
         if self._alone and kind != frames.CALL_ALONE:
-            self._relieve()
+            with self._alone_lock:
+                alone, self._alone = self._alone, 0
+            if alone:
+                self._relieve(alone)
         frames.send(self.sock, kind, call_id, payload)
 
-    def _relieve(self) -> None:
-        """While a call sent alone runs, nobody in the child reads: a byte on the relief
+    def _relieve(self, alone: int) -> None:
+        """While the call ``alone`` runs, nobody in the child reads: its id on the relief
         pipe has a worker read again (see ``_inside.turns``)."""
-        self._alone = 0
         try:
-            os.write(self._relief, b"\0")
+            os.write(self._relief, alone.to_bytes(8, "little"))
         except OSError:
             pass  # the child is gone: its end is read, nothing waits
 

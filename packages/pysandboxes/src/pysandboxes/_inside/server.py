@@ -215,7 +215,7 @@ class Server:
                         continue
                     started = self._start(self._waiting.popleft())
                     alone = kind == frames.CALL_ALONE and self._running == 1
-                if alone and self._turns.keep(me):
+                if alone and self._turns.keep(me, call_id):
                     # Nothing else comes before its reply, unless the trusted side first
                     # relieves this worker (``Turns.relieve_on``): no reader is woken.
                     self._run_counted(*started)

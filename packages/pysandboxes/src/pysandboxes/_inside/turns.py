@@ -8,13 +8,13 @@ read meanwhile, and the reader reads the next call itself. That wake-up of anoth
 thread (and its wait for the interpreter lock) was most of a short call's cost.
 
 Should the trusted side need to send anything while such a call runs (another call, a
-cancellation, credit for its output), it first writes a byte on the relief pipe: the
-relief thread (``relieve_on``) passes the turn on for the busy reader, and when its
-call ends that worker finds the turn gone and waits for the next one. The byte and the
-call travel apart: a byte that comes before its call's reader kept the turn is held
-(``pending``), and that reader passes the turn on as for any call; a byte that comes
-after the call ended costs the next call sent alone one wake-up, nothing more. The end
-of the pipe relieves too: the trusted side closed, and a worker must read the end.
+cancellation, credit for its output), it first writes that call's id on the relief pipe:
+the relief thread (``relieve_on``) passes the turn on for the busy reader, and when its
+call ends that worker finds the turn gone and waits for the next one. The id and the call
+travel apart, so a relief names its call: one that comes before its call's reader kept
+the turn is held (``_early``), and that reader passes the turn on as for any call; one
+that comes after its call ended is held for nothing (a bounded few). The end of the pipe
+relieves too: the trusted side closed, and a worker must read the end.
 """
 
 from __future__ import annotations
@@ -23,17 +23,21 @@ import collections
 import os
 import threading
 
+#: Reliefs held for calls not read yet (or ended): the newest are kept.
+_EARLY = 256
+_ID = 8  # bytes of a call id on the relief pipe
+
 
 class Turns:
-    """The reading turn: who holds it, who waits for it, and whether its holder runs a
-    call sent alone (the turn kept)."""
+    """The reading turn: who holds it, who waits for it, and the call sent alone its
+    holder runs (the turn kept)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._holder: object = None
-        self._alone = False
-        #: A relief came while no call ran alone: the next one does not keep the turn.
-        self._pending = False
+        self._alone = 0  # the id of the call sent alone the holder runs, or 0
+        #: Ids relieved before their call was kept: their reader passes the turn on.
+        self._early: dict[int, None] = {}
         self._sleepers: collections.deque[threading.Lock] = collections.deque()
 
     @staticmethod
@@ -58,50 +62,60 @@ class Turns:
             if self._holder is me:
                 self._give()
 
-    def keep(self, me: threading.Lock) -> bool:
-        """``me`` runs a call sent alone and keeps the turn (``False``: not its turn)."""
+    def keep(self, me: threading.Lock, call_id: int) -> bool:
+        """``me`` runs ``call_id``, sent alone, and keeps the turn (``False``: not its
+        turn, or the call was relieved already)."""
         with self._lock:
             if self._holder is not me:
                 return False
-            if self._pending:  # its relief came first: others will be sent meanwhile
-                self._pending = False
+            if self._early.pop(call_id, 0) is None:  # its relief came first
                 return False
-            self._alone = True
+            self._alone = call_id
             return True
 
     def kept(self, me: threading.Lock) -> bool:
         """After the call sent alone: whether the turn is still ``me``'s."""
         with self._lock:
             if self._holder is me:
-                self._alone = False
+                self._alone = 0
                 return True
             return False
 
-    def relieve(self) -> None:
-        """The trusted side sends more while a call sent alone runs: pass its turn on."""
+    def relieve(self, call_id: int | None) -> None:
+        """The trusted side sends more while ``call_id``, sent alone, runs: pass its turn
+        on (``None``: the end, whichever call runs alone)."""
         with self._lock:
-            if self._alone:
+            if self._alone and (call_id is None or call_id == self._alone):
                 self._give()
-            else:
-                self._pending = True
+            elif call_id is not None:
+                self._early[call_id] = None
+                if len(self._early) > _EARLY:
+                    del self._early[next(iter(self._early))]
 
     def relieve_on(self, fd: int) -> None:
-        """The relief thread: each byte on ``fd`` relieves; its end relieves, and ends."""
+        """The relief thread: each call id on ``fd`` relieves its call; the end relieves
+        whatever runs alone, and ends the thread."""
+        held = b""
         while True:
             try:
-                data = os.read(fd, 512)
+                data = os.read(fd, 64 * _ID)
             except InterruptedError:
                 continue
             except OSError:
                 data = b""
-            self.relieve()
             if not data:
+                self.relieve(None)
                 os.close(fd)
                 return
+            held += data
+            whole = len(held) - len(held) % _ID
+            for start in range(0, whole, _ID):
+                self.relieve(int.from_bytes(held[start : start + _ID], "little"))
+            held = held[whole:]
 
     def _give(self) -> None:
         """With the lock held: the turn to the first sleeper, or to nobody."""
-        self._alone = False
+        self._alone = 0
         if self._sleepers:
             sleeper = self._sleepers.popleft()
             self._holder = sleeper
