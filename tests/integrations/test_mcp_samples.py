@@ -214,11 +214,15 @@ def test_a_call_the_client_cancels_is_cancelled_in_the_sandbox(
 # -- permission prompts: the tool asks the client's user (elicitation) ---------------------
 
 
+@pytest.mark.parametrize("sdk", ["mcp 2.x", "mcp 1.x"])
 def test_a_refused_read_is_asked_of_the_client_user_accept_once_then_decline(
-    tmp_path: Path,
+    tmp_path: Path, sdk: str, request: pytest.FixtureRequest
 ) -> None:
+    # The server runs on either SDK (mcp 1.x: a venv of its own); the client is the
+    # test environment's.
     from mcp import ClientSession, stdio_client, types
 
+    python = request.getfixturevalue("mcp1_python") if sdk == "mcp 1.x" else sys.executable
     notes = sample("prompts", tmp_path)
     note = tmp_path / "note.txt"
     note.write_text("dear diary")
@@ -236,7 +240,7 @@ def test_a_refused_read_is_asked_of_the_client_user_accept_once_then_decline(
     async def client() -> None:
         copy = notes / "stdout.copy"
         with (notes / "stderr.log").open("w") as errlog:
-            params = server_parameters([sys.executable, "server.py"], notes, copy, base_env())
+            params = server_parameters([python, "server.py"], notes, copy, base_env())
             async with (
                 stdio_client(params, errlog=errlog) as (read, write),
                 ClientSession(read, write, elicitation_callback=elicit) as session,

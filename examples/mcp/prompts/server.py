@@ -11,9 +11,15 @@ from contextvars import ContextVar
 from pathlib import Path
 
 import notes
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel
+
+try:
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError:  # mcp 1.x: the same server, under its former name
+    from mcp.server.fastmcp import Context
+    from mcp.server.fastmcp import FastMCP as MCPServer
+    from mcp.server.fastmcp.exceptions import ToolError
 
 from pysandboxes import Decision, PermissionRequest, sandboxes
 
