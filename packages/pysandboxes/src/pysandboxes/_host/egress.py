@@ -69,22 +69,10 @@ def system_resolver(name: str) -> list[str]:
 
 
 def hosts_file_resolver(path: str) -> Resolver:
-    """A resolver that reads ``path`` (``hosts(5)``: ``address name...``, ``#`` comments)
-    at each lookup; a name it does not hold does not resolve."""
+    """A resolver that reads ``path`` (``hosts(5)``) at each lookup (``netrules``)."""
+    from pysandboxes._policy.netrules import hosts_file_resolver as made
 
-    def resolve(name: str) -> list[str]:
-        wanted = name.lower().rstrip(".")
-        found: list[str] = []
-        with open(path, encoding="utf-8") as file:
-            for line in file:
-                fields = line.partition("#")[0].split()
-                if len(fields) >= 2 and wanted in (f.lower() for f in fields[1:]):
-                    found.append(fields[0])
-        if not found:
-            raise socket.gaierror(socket.EAI_NONAME, f"{name} is not in the hosts file {path}")
-        return found
-
-    return resolve
+    return made(path)
 
 
 def resolver_from_environment(environ: Mapping[str, str] | None = None) -> Resolver:

@@ -25,6 +25,10 @@ for each:
    (a ``.old`` backup kept), with the provenance ``allowed at a prompt, <date>``;
 5. sends the decision to the decision log, when the run keeps one.
 
+A connection the rules allow, when the broker connects for the run (``route``,
+``lookup``: ``_host.egressroutes``), skips all of this: nobody is asked, nothing is
+counted against the limits above, the rules and the SSRF-safe defaults decide.
+
 Nothing the child sends runs here, names a class, or outlives its request.
 """
 
@@ -36,7 +40,14 @@ import sys
 import threading
 
 from pysandboxes._policy.prompts import Decision, PermissionRequest
-from pysandboxes._wire.asks import MAX_ANSWER, MAX_ASK, MAX_VALUE, Answer, encode_answer
+from pysandboxes._wire.asks import (
+    MAX_ANSWER,
+    MAX_ASK,
+    MAX_VALUE,
+    ROUTED,
+    Answer,
+    encode_answer,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,6 +55,7 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from pysandboxes._host.auditlog import LogWriter
+    from pysandboxes._host.egressroutes import Routes
     from pysandboxes._host.rulewatch import Followed
     from pysandboxes._wire.asks import Ask
     from pysandboxes._wire.spec import LaunchSpec
@@ -79,12 +91,15 @@ class Broker:
         host: Mapping[str, str] | None = None,
         watch: Followed | None = None,
         values: bool = True,
+        routes: Routes | None = None,
     ) -> None:
         """``host``: the host's environment as far as the rules are written with it (its
         home, its path variables, the names of the others), by default this process's;
         ``watch``: the run's rule-file snapshot, told of each rule written here;
         ``values``: whether ``host`` holds the variables' values, to hand over when a
-        prompt allows reading one (partial mode; the waiter has names only)."""
+        prompt allows reading one (partial mode; the waiter has names only);
+        ``routes``: the connections the rules decide (``_host.egressroutes``), when the
+        broker connects for the run; without, such a request is refused."""
         self._sock = sock
         self._spec = spec
         self._decider = decider
@@ -93,6 +108,7 @@ class Broker:
         self._host = os.environ if host is None else host
         self._watch = watch
         self._values = values
+        self._routes = routes
         self._ignored: IgnoreMatcher | None = None
         self._allowed: set[tuple[str, str, str]] = set()  # RUN and ALWAYS, for this run
         self._denials: dict[str, int] = {}
@@ -149,6 +165,10 @@ class Broker:
         ask = decode_ask(data)
         if ask is None:
             return Answer("deny", "the request was malformed"), None
+        if ask.kind == "net" and ask.operation in ROUTED:  # the rules decide: nobody asked
+            if self._routes is None or not self._in_flight(ask.call):
+                return Answer("deny", "the broker connects nothing for this sandbox"), None
+            return self._routes.handle(ask)
         why = self._unaskable(ask)
         if why:
             return Answer("deny", why), None

@@ -80,7 +80,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         from pysandboxes._inside.auditing import start_log
 
         enforcer, log = start_log(spec.audit, enforcer, api, policy, spec)
-    asking = None
+    asking = asker = None
     if spec.ask_fd >= 0 and spec.learning is None:
         # Prompting: a refusal is asked about first; a denial is today's (logged) one.
         from pysandboxes._inside.asking import Asking, Channel
@@ -143,6 +143,12 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     allowed_log = log if log is not None and log.allowed_too else None
     files.log = network.log = allowed_log
     hook.add(network.events)
+    if spec.egress_fd >= 0:  # the broker connects: this process has no route (routing)
+        from pysandboxes._inside.asking import Channel
+        from pysandboxes._inside.routing import Router
+
+        channel = asker if spec.egress_fd == spec.ask_fd and asker else Channel(spec.egress_fd)
+        network.router = Router(channel, NetJudge(policy.net), policy.pins)
     calls = CallGuard(api, enforcer, spec.rule_file, allowed_log)
     if calls.stands_in:
         install_stand_in(os.path.dirname(os.__file__))
@@ -169,6 +175,10 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
     # Before the hook, which guards the functions these build (and judges their making).
     dnspins.install(policy.pins, sealed_globals)
     filewraps.install(files.workdir, sealed_globals)
+    if network.router is not None:
+        from pysandboxes._inside.routing import install
+
+        install(network.router, sealed_globals)
     if asking is not None:
         from pysandboxes._inside.grants import install_grants
 

@@ -47,7 +47,7 @@ def apply_kernel_layer(spec: LaunchSpec, roots: list[str], program: list[str]) -
 
         # Network and IPC, read-only rule files: what Landlock cannot do (with the
         # capabilities an unshare namespace gives, dropped next).
-        enforced, missing = isolate(plan, spec.provider)
+        enforced, missing = isolate(plan, spec.provider, spec.egress_fd >= 0)
         if spec.provider == "unshare":
             from pysandboxes._kernel.unshare import drop_capabilities
 

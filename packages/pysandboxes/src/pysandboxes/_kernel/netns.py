@@ -7,7 +7,10 @@
   (``ENETUNREACH``, no waiting for a timeout). Nothing in the interpreter needs IP for its
   own work (``asyncio`` and ``multiprocessing`` use UNIX socket pairs and pipes). System V
   IPC of the host is reached by a key, not a path: an IPC namespace of its own hides it.
-  Required: a run that cannot have them stops.
+  Required: a run that cannot have them stops. The same namespace, its loopback down too,
+  when the broker connects for the run (rules that reach out by name or wildcard only:
+  ``_host.egressroutes``): the connections the rules allow are made on the trusted side
+  and handed over; native code has no route at all.
 - **Mounts** (``landlock``, ``unshare``): the rule files inside a read-write exposure are
   bound read-only onto themselves (see ``mounts``).
 
@@ -33,16 +36,20 @@ if TYPE_CHECKING:
     from pysandboxes._policy.plan import ConfinementPlan
 
 
-def isolate(plan: ConfinementPlan, provider: str) -> tuple[list[str], list[tuple[str, str]]]:
+def isolate(
+    plan: ConfinementPlan, provider: str, brokered: bool = False
+) -> tuple[list[str], list[tuple[str, str]]]:
     """Make the namespaces ``provider``'s interpreter makes for itself (see the module
     docstring); return the concerns they enforce, and those wanted but refused, with why.
+    ``brokered``: the broker connects for the run (``_host.egressroutes``), so the
+    empty network namespace is made even though rules allow connections.
 
     Raises:
         OSLayerUnavailable: the network namespace a run without network needs cannot be
             made.
     """
     required = namespaces.NEWNET | namespaces.NEWIPC
-    required = required if provider == "landlock" and not plan.network else 0
+    required = required if provider == "landlock" and (brokered or not plan.network) else 0
     wanted = namespaces.NEWNS if plan.read_only or plan.pinned or plan.masked else 0
     enforced: list[str] = [NO_NETWORK] if required else []
     missing: list[tuple[str, str]] = []

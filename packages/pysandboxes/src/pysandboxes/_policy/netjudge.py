@@ -106,6 +106,10 @@ class NetJudge:
         self._explicit = _NetIndex((r for r in rules if r.allow), self._names_explicitly)
         self._deny_names = netnames.NameIndex(r for r in rules if not r.allow)
         self._allow_names = netnames.NameIndex(r for r in rules if r.allow)
+        self._anywhere = next(
+            (r for r in rules if r.allow and _reaches_out(r) and any(_wide(n) for n in r.networks)),
+            None,
+        )
 
     def _names_explicitly(self, rule: NetRule, network: IPNetwork) -> bool:
         """Whether ``rule`` names ``network`` explicitly: an address or a range inside a
@@ -121,6 +125,15 @@ class NetJudge:
     def names_hosts(self) -> bool:
         """Whether a rule names a host by name or ``*.suffix`` pattern."""
         return bool(self._allow_names or self._deny_names)
+
+    def allows_lookup(self, name: str) -> NetRule | None:
+        """The first ALLOW rule naming ``name`` for outgoing TCP, whatever its ports, or
+        reaching every address (``*``): a lookup the trusted side answers (each
+        connection is judged with its port and its address)."""
+        for rule in self._allow_names.rules(name):
+            if _reaches_out(rule):
+                return rule
+        return self._anywhere
 
     def allows_name(self, proto: str, name: str, port: int, direction: str) -> NetRule | None:
         """The ALLOW rule naming ``name`` (by name or pattern), unless a DENY names it."""
@@ -174,6 +187,29 @@ class NetJudge:
             fix=f"net=ALLOW|{proto}|{ip}|{port}|{direction}",
             address_class=found.label,
         )
+
+
+_TCP, _OUT = frozenset({"tcp"}), frozenset({"OUT"})
+
+
+def _reaches_out(rule: NetRule) -> bool:
+    return "tcp" in rule.protos and "OUT" in rule.directions
+
+
+def _wide(network: IPNetwork) -> bool:
+    return network.prefixlen == 0
+
+
+def brokered(rules: Sequence[NetRule]) -> bool:
+    """Whether the broker connects for this run (``_host.egressroutes``): an ALLOW rule
+    reaches out by name, pattern or wildcard (``*``), and every ALLOW rule is outgoing
+    TCP. A rule that listens (``IN``) or speaks UDP keeps the host's network, judged by
+    the Python layer and Landlock's ports as before: the empty namespace would have no
+    way in, and the broker hands over connections, not datagrams."""
+    allowed = [rule for rule in rules if rule.allow]
+    if not allowed or any(r.protos != _TCP or r.directions != _OUT for r in allowed):
+        return False
+    return any(r.host is not None or any(_wide(n) for n in r.networks) for r in allowed)
 
 
 def refusal_reason(verdict: Verdict) -> str:

@@ -58,9 +58,40 @@ _BUILTIN_HOSTS = {
 _RETRY_DELAYS = (0.2, 0.4)
 
 
+#: The test-only hosts file (``_host.egress``): read instead of the system's, when set.
+HOSTS_VARIABLE = "PYSANDBOXES_TEST_HOSTS"
+
+
+def hosts_file_resolver(path: str) -> Resolver:
+    """A resolver that reads ``path`` (``hosts(5)``: ``address name...``, ``#`` comments)
+    at each lookup; a name it does not hold does not resolve."""
+
+    def resolve(name: str) -> list[str]:
+        import socket
+
+        wanted = name.lower().rstrip(".")
+        found: list[str] = []
+        with open(path, encoding="utf-8") as file:
+            for line in file:
+                fields = line.partition("#")[0].split()
+                if len(fields) >= 2 and wanted in (f.lower() for f in fields[1:]):
+                    found.append(fields[0])
+        if not found:
+            raise socket.gaierror(socket.EAI_NONAME, f"{name} is not in the hosts file {path}")
+        return found
+
+    return resolve
+
+
 def system_resolver(host: str) -> list[str]:
-    """Resolve with the system resolver (``/etc/hosts`` first), retrying transient errors."""
+    """Resolve with the system resolver (``/etc/hosts`` first), retrying transient errors;
+    with the test-only ``PYSANDBOXES_TEST_HOSTS`` set, from that file alone."""
+    import os
     import socket
+
+    path = os.environ.get(HOSTS_VARIABLE)
+    if path:
+        return hosts_file_resolver(path)(host)
 
     for delay in (*_RETRY_DELAYS, None):
         try:

@@ -31,9 +31,13 @@ CHANGES = frozenset({"delete", "rmdir", "mkdir", "rename"})
 #: What may be asked, and the operations each kind has. ``file``: see above; ``net``:
 #: ``OUT`` (a connection); ``import``: ``module`` or ``native``; ``call``: a sensitive
 #: call's category (checked against the registry); ``env``: ``read`` (partial mode).
+#: ``net`` has two more, which the rules decide and nobody is asked about (the broker
+#: of ``_host.egressroutes``): ``route``, a connection the rules allow, made by the
+#: trusted side; ``lookup``, a name a rule names, resolved there (``port`` 0).
+ROUTED = frozenset({"route", "lookup"})
 KINDS: dict[str, frozenset[str]] = {
     "file": OPENS | LOOKS | CHANGES,
-    "net": frozenset({"OUT"}),
+    "net": frozenset({"OUT"}) | ROUTED,
     "import": frozenset({"module", "native"}),
     "call": frozenset(),  # the registry's categories: see ``codec.decode_ask``
     "env": frozenset({"read"}),

@@ -215,7 +215,9 @@ def decode_ask(data: bytes) -> _asks.Ask | None:
         return None
     if type(port) is not int or not 0 <= port <= 65535 or proto not in ("", "tcp"):
         return None
-    if (kind == "net") != (proto == "tcp" and port > 0):
+    if (kind == "net") != (proto == "tcp" and (port > 0 or operation == "lookup")):
+        return None
+    if operation == "lookup" and port:
         return None
     return _asks.Ask(call, kind, resource, operation, where, flags, str(proto), port, target)
 

@@ -195,6 +195,9 @@ class LaunchSpec:
             the run has no broker.
         ask_fd: the permission requests' socket (``_wire.asks``), ``-1`` when nobody
             answers them (prompting is off).
+        egress_fd: the socket the broker connects through (``_host.egressroutes``): the
+            same as ``ask_fd`` when the run prompts too, ``-1`` when the run has the
+            host's network (no ``net=`` name or wildcard, or not ``landlock``).
     """
 
     policy: Policy
@@ -212,6 +215,7 @@ class LaunchSpec:
     audit: AuditSpec | None = None
     broker_fd: int = -1
     ask_fd: int = -1
+    egress_fd: int = -1
 
 
 def named_descriptors(spec: LaunchSpec) -> tuple[int, ...]:
@@ -223,6 +227,7 @@ def named_descriptors(spec: LaunchSpec) -> tuple[int, ...]:
     named.append(spec.learning.event_fd if spec.learning is not None else -1)
     named.append(spec.broker_fd)
     named.append(spec.ask_fd)
+    named.append(spec.egress_fd)
     return tuple(fd for fd in named if fd > 2)
 
 

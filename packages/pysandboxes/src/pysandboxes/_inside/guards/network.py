@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from pysandboxes._inside.decisions import DecisionLog
     from pysandboxes._inside.enforce import Enforcer
+    from pysandboxes._inside.routing import Router
     from pysandboxes._policy.judge import NetJudge
     from pysandboxes._policy.model import Origin, Policy
 
@@ -105,6 +106,9 @@ class NetworkGuard:
         )
         self._answered: dict[str, str] = {}
         self._resolving: set[int] = set()  # threads resolving in _answer (its own event)
+        #: When the broker connects for the run (``_inside.routing``): where allowed
+        #: connections go, since this process has no route.
+        self.router: Router | None = None
 
     @property
     def events(self) -> dict[str, Callable[[tuple[Any, ...]], None]]:
@@ -181,6 +185,10 @@ class NetworkGuard:
             host = "0.0.0.0" if family == _socket.AF_INET else "::"
         elif host == "<broadcast>":
             host = "255.255.255.255"
+        router = self.router
+        routed = router is not None and proto == "tcp" and direction == "OUT"
+        if routed and self._route(router, host, port):  # type: ignore[arg-type]
+            return
         key = (proto, host, port, direction)
         if key in self._passed:
             if self.log is not None:
@@ -216,6 +224,28 @@ class NetworkGuard:
             if len(self._passed) > 4096:
                 self._passed.clear()
             self._passed.add(key)
+
+    def _route(self, router: Router, host: str, port: int) -> bool:
+        """Send a connection to the trusted side (``_inside.routing``) when the rules
+        allow it here, or name its host (whose address only the trusted side's defaults
+        judge); ``False`` when it is judged here as before (and refused, or finds no
+        route). A name no rule names is looked up, and refused, as before."""
+        address = host.split("%")[0]
+        if netaddr.parse_address(address) is None:
+            if self._judge.allows_name("tcp", host, port, "OUT") is None:
+                return False
+            name = host
+        else:
+            name = router.answered.get(address)
+            verdict = self._judge.judge("tcp", address, port, "OUT", name)
+            if not verdict.allowed and (name is None or verdict.address_class is None):
+                return False
+        refusal = router.route(name or address, port)
+        if refusal is None:
+            return False  # not a connect the wrappers know of: no route
+        target = Connection("tcp", host, port, "OUT", (address,), "")
+        self._refuse(refusal, f"{host}:{port}", None, target)
+        return True
 
     def _addresses(self, host: str, port: int, family: int) -> list[str]:
         if host in self._numeric or netaddr.parse_address(host) is not None:
