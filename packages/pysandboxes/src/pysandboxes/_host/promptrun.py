@@ -145,8 +145,8 @@ def serve_argument(argument: str, log: LogWriter | None, watch: Followed | None)
     import socket
 
     from pysandboxes._host.deciders import TtyDecider
+    from pysandboxes._host.descendants import hold_program, resume_program
     from pysandboxes._host.prompts import Broker
-    from pysandboxes._host.waiter import hold_program, resume_program
     from pysandboxes._wire.spec import decode
 
     channel, sealed = (int(part) for part in argument.split(":"))

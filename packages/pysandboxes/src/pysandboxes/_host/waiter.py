@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
+from pysandboxes._host.descendants import children, stop_descendants
 from pysandboxes._kernel.relay import WATCHED, wait
 
 TYPE_CHECKING = False
@@ -217,7 +218,7 @@ def end_leftovers(patience: float = 10.0) -> list[int]:
 
     deadline = time.monotonic() + patience
     while True:
-        found = _stop_descendants()
+        found = stop_descendants()
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -231,75 +232,6 @@ def end_leftovers(patience: float = 10.0) -> list[int]:
         time.sleep(0.005)  # killed, not yet reaped: let them die
 
 
-def hold_program(patience: float = 0.5) -> list[int]:
-    """Stop every process of the program (a permission question is on the terminal) and
-    wait, ``patience`` seconds at most, until the kernel shows each stopped: a write under
-    way ends first, none starts after. Returns what ``resume_program`` continues."""
-    import time
-
-    held = _stop_descendants()
-    deadline = time.monotonic() + patience
-    for pid in held:
-        while not _stopped(pid) and time.monotonic() < deadline:
-            time.sleep(0.001)
-    return held
-
-
-def resume_program(held: list[int]) -> None:
-    """Continue what ``hold_program`` stopped."""
-    for pid in held:
-        try:
-            os.kill(pid, signal.SIGCONT)
-        except (ProcessLookupError, PermissionError):
-            continue
-
-
-def _stopped(pid: int) -> bool:
-    """Whether ``pid`` is stopped (or gone), as ``/proc/<pid>/stat`` says."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            state = handle.read().rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state in (b"T", b"t", b"Z", b"X")
-
-
-def _stop_descendants() -> list[int]:
-    """Every descendant of this process, each stopped before its children are read."""
-    found: list[int] = []
-    seen: set[int] = set()
-    pending = [os.getpid()]
-    while pending:
-        parent = pending.pop()
-        for pid in _children(parent):
-            if pid in seen:
-                continue
-            seen.add(pid)
-            try:
-                os.kill(pid, signal.SIGSTOP)
-            except (ProcessLookupError, PermissionError):
-                pass  # gone, or unkillable: listed all the same
-            found.append(pid)
-            pending.append(pid)
-    return found
-
-
-def _children(pid: int) -> list[int]:
-    """The children of ``pid`` (of all its threads), as the kernel lists them."""
-    found: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for task in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{task}/children", "rb") as handle:
-                found += [int(child) for child in handle.read().split()]
-        except OSError:
-            continue  # the task ended meanwhile
-    return found
-
-
 def _reap() -> set[int] | None:
     """Reap the children that ended; the pids of those still there, ``None`` when this
     process has no child left at all."""
@@ -309,4 +241,4 @@ def _reap() -> set[int] | None:
         except ChildProcessError:
             return None
         if pid == 0:
-            return set(_children(os.getpid()))
+            return set(children(os.getpid()))
