@@ -16,10 +16,12 @@ from __future__ import annotations
 import _socket
 from _socket import socket as _raw_socket
 from _thread import get_ident
+from posix import getcwd
 
 from pysandboxes._inside.enforce import Connection
 from pysandboxes._inside.guards.dnspins import PINNED_EVENT
 from pysandboxes._inside.guards.values import plain_int, plain_str, unix_address
+from pysandboxes._inside.recorder import program_site
 from pysandboxes._policy import netaddr  # bound now: hidden with the guards' modules
 from pysandboxes._policy import netclasses as netclasses  # for NetJudge, hidden with them
 from pysandboxes._policy.netnames import NameIndex
@@ -240,7 +242,9 @@ class NetworkGuard:
             verdict = self._judge.judge("tcp", address, port, "OUT", name)
             if not verdict.allowed and (name is None or verdict.address_class is None):
                 return False
-        refusal = router.route(name or address, port)
+        # The program's line, for the decision log the trusted side writes.
+        where = program_site(getcwd().rstrip("/") + "/")[0] or ""
+        refusal = router.route(name or address, port, where)
         if refusal is None:
             return False  # not a connect the wrappers know of: no route
         target = Connection("tcp", host, port, "OUT", (address,), "")
