@@ -141,13 +141,14 @@ class Routes:
     def _record(self, ask: Ask, address: str, rule: Origin | None, refusal: str) -> None:
         if self._log is None:
             return
-        from pysandboxes._wire.decisions import NO_RULE
         from pysandboxes._wire.decisions import Decision as Logged
+        from pysandboxes._wire.decisions import origin_fields
 
         target = f"tcp:{ask.resource}:{ask.port}"
         if address and address != ask.resource:
             target += f" ({address})"
         where = "".join(c if c.isprintable() else "?" for c in ask.where[:200])
-        shown = (rule.where, rule.text) if rule is not None else (NO_RULE, "")
+        # ``file:line`` (or ``implicit``), as the child writes its own decisions
+        shown = origin_fields(*((rule.source, rule.line, rule.text) if rule else (None, 0, "")))
         entry = Logged("net", target, "OUT", not refusal, *shown, where)
         self._log.write([entry])
