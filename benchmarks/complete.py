@@ -24,7 +24,12 @@ fresh import and ``os.environ.get`` <= 1.3x; a TCP connection to an allowed loop
 <= 1.15x; compute <= 1.05x; peak RSS of ``python-sb -c pass`` (its largest process) < 15
 MiB, and (issue 34) every process of an idle run together <= 30 MiB, in 2 processes; with
 ``audit-log`` (issue 22) and under ``learn`` against ``landlock`` (issue 21)
-every guarded operation <= 1.5x. An import statement naming a module already loaded is a
+every guarded operation <= 1.5x; (issue 37) a TCP connection to an allowed name
+through the broker, under ``landlock``, <= 2x a plain connection to a loopback listener
+under plain python. That row is timed in a run of its own, whose rules name the host
+(resolved with the test-only hosts file, to ``127.0.0.2``): a name in the rules puts the
+whole run behind the broker, so the landlock column's other rows keep rules without one.
+An import statement naming a module already loaded is a
 dictionary lookup in plain Python, judged by the sandbox all the same: its row shows the
 absolute cost, without a target.
 """
@@ -45,6 +50,11 @@ import time
 from pathlib import Path
 
 PROGRAM = Path(__file__).with_name("complete_program.py")
+#: The broker row's name and the loopback address it stands for: the test-only hosts file
+#: maps one to the other, and ``PYSANDBOXES_TEST_PUBLIC`` has that address count as
+#: public (else the SSRF-safe defaults refuse a name resolving to loopback).
+BROKER_NAME = "bench.example.test"
+BROKER_ADDRESS = "127.0.0.2"
 PROVIDERS = ("subprocess", "landlock", "unshare", "bwrap", "audit-log", "learn")
 KERNELS = ("subprocess", "landlock", "unshare", "bwrap")
 # Each operation's target ratio to plain python under every kernel provider; None: the row
@@ -60,6 +70,7 @@ TARGETS: dict[str, float | None] = {
     "Path.read_text abs": 1.3,
     "fresh import": 1.3,
     "tcp connect": 1.15,
+    "tcp connect by name (broker)": 2.0,
     "os.environ.get": 1.3,
     "compute": 1.05,
     "import statement": None,
@@ -72,12 +83,13 @@ TREE_RSS_TARGET = 30 * 1024  # KiB
 PROCESS_TARGET = 2
 MIB = 1024
 WIDTH = 19
+LABEL = 30  # the longest row's name, "tcp connect by name (broker)", and a space
 
 
-def listener() -> int:
+def listener(host: str = "127.0.0.1") -> int:
     """A loopback server that accepts and closes connections for the whole run."""
     server = socket.socket()
-    server.bind(("127.0.0.1", 0))
+    server.bind((host, 0))
     server.listen(512)
 
     def serve() -> None:
@@ -97,6 +109,15 @@ def rules(column: str, port: int, tree: Path) -> str:
         "python-import=json, os, socket, sys, time, pathlib, colorsys\n"
         "env=PYSB_BENCH=${PYSB_BENCH}\n"
         f"os-sandbox={kernel}\n{logged}"
+    )
+
+
+def broker_rules(port: int) -> str:
+    """The rule file of the broker row's run: outgoing TCP to a name and nothing else."""
+    return (
+        f"expose-ro=.\nnet=ALLOW|tcp|{BROKER_NAME}|{port}|OUT\n"
+        "python-import=json, os, socket, sys, time, pathlib, colorsys\n"
+        "os-sandbox=landlock\n"
     )
 
 
@@ -133,12 +154,24 @@ class Bench:
     def __init__(self, tmp: Path, columns: list[str], batches: int) -> None:
         self.python_sb = str(Path(sys.executable).with_name("python-sb"))
         self.port = listener()
+        self.named_port = listener(BROKER_ADDRESS)
         self.batches = batches
         self.env = {**os.environ, "PYSB_BENCH": "1"}
         self.trees: dict[str, Path] = {}
         for i, column in enumerate(columns):
             self.trees[column] = tmp / f"c{i:02d}"
             make_tree(self.trees[column], column, self.port)
+        # The broker row's run (with landlock): its own tree, rules and test-only names.
+        self.broker_tree = tmp / "broker"
+        make_tree(self.broker_tree, "broker", self.port)
+        (self.broker_tree / ".py-sandboxes").write_text(broker_rules(self.named_port))
+        hosts = tmp / "hosts"
+        hosts.write_text(f"{BROKER_ADDRESS} {BROKER_NAME}\n")
+        self.broker_env = {
+            **self.env,
+            "PYSANDBOXES_TEST_HOSTS": str(hosts),
+            "PYSANDBOXES_TEST_PUBLIC": BROKER_ADDRESS,
+        }
         self.columns = columns
         self.samples: dict[str, dict[str, list[float]]] = {}
         self.start: dict[str, list[float]] = {}
@@ -152,6 +185,8 @@ class Bench:
         args = ["bench.py", str(tree), str(self.port), str(self.batches)]
         if column == "floor":
             args.append("hook")
+        if column in ("python", "floor"):
+            args.append(f"named={BROKER_ADDRESS}:{self.named_port}")  # the plain connect
         learned = tree / ".py-sandboxes"
         if column == "learn":
             learned.unlink(missing_ok=True)
@@ -167,6 +202,29 @@ class Bench:
         if run.returncode != 0:
             self.broken[column] = why(run)
             return
+        self.pool(column, run)
+        if column == "landlock":
+            self.run_broker()
+
+    def run_broker(self) -> None:
+        """The broker row's run, pooled into the landlock column."""
+        if "landlock (broker)" in self.broken:
+            return
+        args = [str(self.broker_tree), str(self.port), str(self.batches)]
+        args += [f"named={BROKER_NAME}:{self.named_port}", "only"]
+        run = subprocess.run(
+            [self.python_sb, "bench.py", *args],
+            cwd=self.broker_tree,
+            env=self.broker_env,
+            capture_output=True,
+            text=True,
+        )
+        if run.returncode != 0:
+            self.broken["landlock (broker)"] = why(run)
+            return
+        self.pool("landlock", run)
+
+    def pool(self, column: str, run: subprocess.CompletedProcess[str]) -> None:
         measured = json.loads(run.stdout.strip().splitlines()[-1])
         pooled = self.samples.setdefault(column, {})
         for name, values in measured.items():
@@ -378,7 +436,7 @@ def print_table(bench: Bench, heading: str) -> None:
     for column, reason in bench.broken.items():
         print(f"# {column}: cannot run here: {reason}")
     header = "".join(f"{column:>{WIDTH}}" for column in bench.columns)
-    print(f"{'measure':<20}{header}{'target':>10}")
+    print(f"{'measure':<{LABEL}}{header}{'target':>10}")
     counts, sums = tree_cells(bench)
     rows = [
         ("start-up -c pass", start_cells(bench), f"<={START_TARGET * 1e3:.0f}ms"),
@@ -390,7 +448,7 @@ def print_table(bench: Bench, heading: str) -> None:
         shown = "abs. cost" if target is None else f"<={target}x"
         rows.append((name, operation_cells(bench, name), shown))
     for label, cells, target in rows:
-        print(f"{label:<20}" + "".join(f"{c:>{WIDTH}}" for c in cells) + f"{target:>10}")
+        print(f"{label:<{LABEL}}" + "".join(f"{c:>{WIDTH}}" for c in cells) + f"{target:>10}")
     print(
         "# cells: median ± half its p25-p75 spread, b = best; ratios of medians (b: of bests)"
         " to python;\n# rel/abs: relative/absolute path; '!': misses its target (the"
@@ -400,7 +458,8 @@ def print_table(bench: Bench, heading: str) -> None:
         " ENFORCING landlock run, target <=1.5x (compute <=1.05x).\n# peak RSS: largest"
         " process of python-sb -c pass (median of runs); start-up: wall from outside.\n#"
         " processes (idle): how many a run whose program waits keeps; RSS all processes: their"
-        "\n# peak resident sets (VmHWM) summed."
+        "\n# peak resident sets (VmHWM) summed. tcp connect by name (broker): landlock only,"
+        " in a run\n# whose rules name the host; plain python connects to its address."
     )
 
 

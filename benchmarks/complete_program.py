@@ -2,10 +2,13 @@
 
 ``complete.py`` copies this file into each column's tree as ``bench.py`` and runs it there,
 under plain ``python`` or under ``python-sb``, as
-``bench.py ROOT PORT BATCHES [hook]``: ROOT is its working directory (so ``data/sub``
-is a relative path and ``ROOT/data/sub`` the same place as an absolute one), PORT a
-loopback port accepting connections, BATCHES how many batches of each measure to time,
-``hook`` a do-nothing audit hook to install first (the floor of any audit-hook sandbox).
+``bench.py ROOT PORT BATCHES [hook] [named=HOST:PORT [only]]``: ROOT is its working
+directory (so ``data/sub`` is a relative path and ``ROOT/data/sub`` the same place as an
+absolute one), PORT a loopback port accepting connections, BATCHES how many batches of
+each measure to time, ``hook`` a do-nothing audit hook to install first (the floor of any
+audit-hook sandbox). ``named=`` adds the measure ``tcp connect by name (broker)``, a
+connection to HOST:PORT (a name the broker connects to under python-sb, its loopback
+address under plain python); ``only``: that measure alone (its rules grant nothing else).
 It prints one JSON object: for each measure, the seconds per operation of each batch.
 One batch of every measure is timed in turn, so a burst of load on the machine lands on
 all measures alike; a first batch of each, untimed, warms the caches.
@@ -28,6 +31,10 @@ if TYPE_CHECKING:
 
 RELATIVE_FILE = "data/sub/file.txt"
 RELATIVE_FOLDER = "data/sub"
+
+
+#: The measure ``named=`` adds.
+BY_NAME = "tcp connect by name (broker)"
 
 
 def measures(root: str, port: int) -> dict[str, tuple[Measure, int]]:
@@ -103,11 +110,26 @@ def measures(root: str, port: int) -> dict[str, tuple[Measure, int]]:
     }
 
 
+def connect_to(host: str, port: int) -> Measure:
+    def run(n: int) -> None:
+        for _ in range(n):
+            socket.create_connection((host, port)).close()
+
+    return run
+
+
 def main() -> None:
     root, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-    if sys.argv[4:] == ["hook"]:
+    options = sys.argv[4:]
+    if "hook" in options:
         sys.addaudithook(lambda event, args: None)
     timed = measures(root, port)
+    if "only" in options:
+        timed.clear()
+    for option in options:
+        if option.startswith("named="):
+            host, _, named_port = option.removeprefix("named=").rpartition(":")
+            timed[BY_NAME] = (connect_to(host, int(named_port)), 40)
     samples: dict[str, list[float]] = {name: [] for name in timed}
     for run, n in timed.values():
         run(n)

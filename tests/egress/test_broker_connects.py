@@ -9,6 +9,7 @@ stays loopback. Only loopback addresses are ever connected to.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -175,3 +176,29 @@ def test_native_code_has_no_route_to_a_listener_not_granted(
     result = sb("-c", code, env=env(hosts))
     assert "REFUSED errno" in result.stdout, result.stdout + result.stderr
     assert tcp.received == before
+
+
+def test_broker_connects_are_logged_as_the_childs_own_decisions(
+    sb: Runner, project: Path, hosts: Hosts, api_http: Upstream, evil_http: Upstream
+) -> None:
+    # A log whose broker lines point elsewhere than the child's (``file(3)``, no program
+    # line) hides which rule let a connection out and which code made it.
+    rules(
+        project,
+        f"net=ALLOW|tcp|api.example.test|{api_http.port}|OUT",
+        f"net=ALLOW|tcp|*.example.test|{evil_http.port}|OUT",  # refused: 127.0.0.3, loopback
+        "audit-log=audit.jsonl",
+    )
+    granted = RAW.format(host="api.example.test", port=api_http.port)
+    refused = RAW.format(host="evil.example.test", port=evil_http.port)
+    (project / "app.py").write_text(granted.strip() + "\n" + refused.strip() + "\n")
+    result = sb("app.py", env=env(hosts))
+    assert "GOT b'hello from 127.0.0.2'" in result.stdout, result.stdout + result.stderr
+    log = [json.loads(line) for line in (project / "audit.jsonl").read_text().splitlines()]
+    lines = {(line["verdict"], line["target"]): line for line in log if line["kind"] == "net"}
+    allowed = lines["allowed", f"tcp:api.example.test:{api_http.port} (127.0.0.2)"]
+    assert (allowed["rule"], allowed["where"]) == (".py-sandboxes:3", "app.py:5"), allowed
+    assert allowed["rule_text"] == f"net=ALLOW|tcp|api.example.test|{api_http.port}|OUT"
+    denied = lines["refused", f"tcp:evil.example.test:{evil_http.port}"]  # the broker's line
+    assert (denied["rule"], denied["where"]) == ("no rule", "app.py:14"), denied
+    assert evil_http.requests == 0

@@ -148,7 +148,7 @@ class Routes:
         if address and address != ask.resource:
             target += f" ({address})"
         where = "".join(c if c.isprintable() else "?" for c in ask.where[:200])
-        # As the sandboxed side logs its own decisions: ``file:line``.
+        # ``file:line`` (or ``implicit``), as the child writes its own decisions
         shown = origin_fields(*((rule.source, rule.line, rule.text) if rule else (None, 0, "")))
         entry = Logged("net", target, "OUT", not refusal, *shown, where)
         self._log.write([entry])

@@ -103,6 +103,10 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         from pysandboxes._inside.evaluation import patch, runner
 
         sealed, vouching = patch.SEALED, runner.vouching
+    if spec.egress_fd >= 0:
+        # (before the guards' modules are listed: the router reads the program's frames
+        # for its line, ``recorder.program_site``, as the guards do)
+        from pysandboxes._inside import routing  # noqa: F401  # pyright: ignore[reportUnusedImport]
     internal = _internal_modules()
     guards = {name: module for name, module in internal.items() if name not in _REACHABLE}
     # Globals of the sealed functions (the judged copies of unreported functions, the
@@ -148,7 +152,7 @@ def install_guards(spec: LaunchSpec, roots: list[str], program: list[str]) -> Fi
         from pysandboxes._inside.routing import Router
 
         channel = asker if spec.egress_fd == spec.ask_fd and asker else Channel(spec.egress_fd)
-        network.router = Router(channel, NetJudge(policy.net), policy.pins)
+        network.router = Router(channel, NetJudge(policy.net), policy.pins, os.getcwd())
     calls = CallGuard(api, enforcer, spec.rule_file, allowed_log)
     if calls.stands_in:
         install_stand_in(os.path.dirname(os.__file__))

@@ -29,6 +29,7 @@ import os
 from _thread import get_ident
 
 from pysandboxes._inside.asking import INTENTS, Granted
+from pysandboxes._inside.recorder import program_site
 from pysandboxes._wire.asks import DENY, Ask
 
 TYPE_CHECKING = False
@@ -46,9 +47,16 @@ class Router:
     """Sends what the rules allow to the trusted side (see module docs)."""
 
     def __init__(
-        self, asker: Asker, judge: NetJudge, pins: tuple[tuple[str, tuple[str, ...]], ...]
+        self,
+        asker: Asker,
+        judge: NetJudge,
+        pins: tuple[tuple[str, tuple[str, ...]], ...],
+        cwd: str = "",
     ):
         self._asker = asker
+        # The program's line of each connection, for the decision log (``program_site``,
+        # relative to the working directory, as every other decision shows it).
+        self._cwd = cwd.rstrip("/") + "/" if cwd else ""
         self._judge = judge
         self._pinned = frozenset(name for name, _ in pins)
         #: The name each address answered stands for: ``lookup``'s answers, the pins.
@@ -63,6 +71,8 @@ class Router:
         if intent is None or intent[0] != "connect":
             return None
         target: int = intent[1]
+        if not where and self._cwd:
+            where = program_site(self._cwd)[0] or ""
         answer, fd = self._asker.ask(Ask(0, "net", host, "route", where, proto="tcp", port=port))
         if answer.decision == DENY or fd is None:
             if fd is not None:

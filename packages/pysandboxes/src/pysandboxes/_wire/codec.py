@@ -219,7 +219,25 @@ def decode_ask(data: bytes) -> _asks.Ask | None:
         return None
     if operation == "lookup" and port:
         return None
+    if kind == "net" and not _net_target(resource, lookup=operation == "lookup"):
+        return None
     return _asks.Ask(call, kind, resource, operation, where, flags, str(proto), port, target)
+
+
+def _net_target(text: str, *, lookup: bool) -> bool:
+    """Whether a routed request names what a connection can go to: a host name as the
+    rules spell them (``netrules.is_host_name``: ASCII, at most 253 characters) or, for
+    ``route``, an address. Checked here, once, so that no resolver on the trusted side
+    ever sees a hostile child's oversize or non-ASCII text (IDNA, its own errors)."""
+    from pysandboxes._policy.netrules import is_host_name
+
+    if len(text) > 253:
+        return False
+    if is_host_name(text):
+        return True
+    from pysandboxes._policy import netaddr
+
+    return not lookup and netaddr.parse_address(text) is not None
 
 
 def decode_value(
