@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from pysandboxes._wire.spec import LaunchSpec
 
 
-class BrokerRun:
-    """The broker of a run being started: its channel's two ends (see ``start_broker``)."""
+class ChannelEnds:
+    """A channel of a run being started: this side's end and the child's."""
 
     def __init__(self, ours: int, theirs: int) -> None:
         self.ours = ours
@@ -27,6 +27,10 @@ class BrokerRun:
         if self.theirs >= 0:
             os.close(self.theirs)
             self.theirs = -1
+
+
+class BrokerRun(ChannelEnds):
+    """The broker of a run being started: its channel's two ends (see ``start_broker``)."""
 
     def serve(self, spec: LaunchSpec, child: int) -> threading.Thread:
         """Answer the calls of ``child`` (and its descendants) under ``spec``'s rules."""

@@ -26,6 +26,7 @@ from __future__ import annotations
 import os
 import sys
 
+from pysandboxes._host.brokering import ChannelEnds
 from pysandboxes._policy.model import ARG_SOURCE
 from pysandboxes._record import replace
 
@@ -44,18 +45,8 @@ if TYPE_CHECKING:
 _SHOWN = ("HOME", "PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "PYENV_ROOT")
 
 
-class PromptRun:
+class PromptRun(ChannelEnds):
     """The prompts of a run being started: the request socket's two ends."""
-
-    def __init__(self, ours: int, theirs: int) -> None:
-        self.ours = ours
-        self.theirs = theirs
-
-    def close_child_end(self) -> None:
-        """Once the child is spawned: its end is its own."""
-        if self.theirs >= 0:
-            os.close(self.theirs)
-            self.theirs = -1
 
     def argument(self, spec: LaunchSpec, env: Mapping[str, str]) -> str:
         """How the waiter gets the prompts (``OURS:SEALED``): the socket, and a sealed
